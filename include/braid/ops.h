@@ -1,0 +1,145 @@
+// braidinfer operations: each declared once, with its contract.
+//
+// Every op writes into caller-provided outputs and runs on the device its tensors live on: all
+// tensor arguments must be on the same device. The CPU implementation (src/ops/cpu/) is the
+// reference; the CUDA implementation (src/ops/cuda/) must match it within the dtype's tolerance.
+// Arguments are checked once, on entry; a bad argument throws braid::Error naming the op, the
+// argument, what was expected and what was given. Kernels then assume checked input.
+//
+// "Rows" below: a tensor whose last dimension is dense and whose leading dimensions fold into a
+// single row index with one row stride (Tensor::rows_foldable). Floating types are f32, f16, bf16;
+// all arithmetic is in fp32, rounded once to the output type unless a contract says otherwise.
+#pragma once
+
+#include <cstdint>
+
+#include "braid/stream.h"
+#include "braid/tensor.h"
+
+namespace braid::ops {
+
+// ---------------------------------------------------------------------------------------------
+// embedding: out[i, :] = table[ids[i], :]
+//   ids   [n] i32 or i64, each in [0, vocab)
+//   table [vocab, hidden] f32/f16/bf16, rows
+//   out   [n, hidden] same dtype as table, rows
+// An id outside [0, vocab) is an error on the CPU; on CUDA (where checking would need a host
+// synchronisation) its row is written as zeros.
+void embedding(const Tensor& ids, const Tensor& table, const Tensor& out, Stream stream = {});
+
+// ---------------------------------------------------------------------------------------------
+// rms_norm, with Hugging Face's rounding: n = to_dtype(x * rsqrt(mean(x²) + eps)),
+// out = to_dtype(weight * n), sums in fp32.
+//   x      [..., d] rows, f32/f16/bf16
+//   weight [d] same dtype as x
+//   out    same shape and dtype as x (may alias x)
+void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out,
+              Stream stream = {});
+
+// Residual add fused with rms_norm, as a decoder layer does between blocks:
+//   residual <- to_dtype(x + residual)   (the new residual, written in place)
+//   out      <- rms_norm(residual)
+// x, residual, out: same shape and dtype; out may alias x.
+void add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, float eps,
+                  const Tensor& out, Stream stream = {});
+
+// ---------------------------------------------------------------------------------------------
+// Rotary position embedding in the half-split ("rotate_half") convention of Hugging Face
+// checkpoints: for each head vector v and i < rotary_dim/2, with f = inv_freq[i] * position,
+//   v'[i]           = v[i] * cos(f) - v[i + half] * sin(f)
+//   v'[i + half]    = v[i + half] * cos(f) + v[i] * sin(f)
+// times attention_scaling on cos and sin (YaRN). Dimensions past rotary_dim are left unchanged.
+enum class RopeScaling : uint8_t { none, llama3, yarn };
+
+struct RopeConfig {
+  float theta = 10000.0f;        // rope_theta
+  int rotary_dim = 0;            // 0: the whole head_dim
+  RopeScaling scaling = RopeScaling::none;
+  float factor = 1.0f;           // llama3, yarn
+  float low_freq_factor = 1.0f;  // llama3
+  float high_freq_factor = 4.0f; // llama3
+  int original_max_position = 8192;  // llama3 and yarn
+  float beta_fast = 32.0f;       // yarn
+  float beta_slow = 1.0f;        // yarn
+  float mscale = 0.0f;           // yarn: 0 = unset
+  float mscale_all_dim = 0.0f;   // yarn: 0 = unset
+  float attention_factor = 0.0f; // yarn: 0 = derive from factor / mscale as transformers does
+  bool truncate = true;          // yarn: floor/ceil the correction range
+};
+
+inline constexpr int kMaxRotaryHalf = 256;  // rotary_dim up to 512
+
+// The per-pair inverse frequencies and the cos/sin scaling the config implies. The CPU reference
+// and the CUDA kernel both use this table, so they agree on frequencies exactly.
+struct RopeTable {
+  int half = 0;                  // rotary_dim / 2
+  float attention_scaling = 1.0f;
+  float inv_freq[kMaxRotaryHalf] = {};
+};
+RopeTable rope_table(const RopeConfig& config, int head_dim);
+
+// Rotates q and k in place.
+//   q         [n, q_heads, head_dim]  f32/f16/bf16; last dim dense
+//   k         [n, kv_heads, head_dim] same dtype and head_dim as q; may be undefined (q only)
+//   positions [n] i32 or i64: the position of each token
+// head_dim even, rotary_dim even and <= head_dim.
+void rope_apply(const Tensor& q, const Tensor& k, const Tensor& positions,
+                const RopeConfig& config, Stream stream = {});
+
+// ---------------------------------------------------------------------------------------------
+// SwiGLU on a packed [gate | up] input: out = silu(gate) * up, silu(g) = g / (1 + exp(-g)).
+//   x   [..., 2*d] rows, f32/f16/bf16 (gate = x[..., :d], up = x[..., d:])
+//   out [..., d]   rows, same dtype, same number of rows
+void silu_mul(const Tensor& x, const Tensor& out, Stream stream = {});
+
+// ---------------------------------------------------------------------------------------------
+// gemm: out = a @ w^T (+ bias), fp32 accumulation.
+//   a    [m, k] f16 or bf16, rows (row stride >= k)
+//   w    [n, k] same dtype as a: the Hugging Face [out_features, in_features] layout, contiguous
+//   bias [n] same dtype as a, or undefined (Tensor{}) for none
+//   out  [m, n] f16, bf16 or f32, rows (row stride >= n)
+// On CUDA through cuBLASLt, with the heuristic's plan cached per shape. On the CPU inputs of f32
+// are also accepted (reference only).
+void gemm(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out,
+          Stream stream = {});
+
+// ---------------------------------------------------------------------------------------------
+// softmax over the last dimension, computed in fp32 with the row maximum subtracted.
+//   x   [..., d] rows, f32/f16/bf16
+//   out same shape as x; f32 or x's dtype
+void softmax(const Tensor& x, const Tensor& out, Stream stream = {});
+
+// argmax over the last dimension; ties go to the lowest index, NaN counts as the largest value
+// (as torch.argmax).
+//   x   [..., d] rows, f32/f16/bf16
+//   out [rows] i32 or i64
+void argmax(const Tensor& x, const Tensor& out, Stream stream = {});
+
+// ---------------------------------------------------------------------------------------------
+// Attention over a paged KV cache (CPU reference only for now).
+//
+// Each sequence b owns kv_lens[b] cached tokens, stored in pages of page_size tokens; its page
+// table row lists the pages in order. Queries are ragged: sequence b's queries are rows
+// cu_seqlens_q[b] .. cu_seqlens_q[b+1] of q, and they are the LAST q_len tokens of the sequence
+// (their K/V already appended), so with causal masking query i (0-based within the sequence) sees
+// keys 0 .. kv_len - q_len + i. GQA: query head h reads KV head h / (q_heads / kv_heads).
+//   q           [total_q, q_heads, head_dim] f32/f16/bf16
+//   k_pages     [num_pages, page_size, kv_heads, head_dim] same dtype as q, contiguous
+//   v_pages     same as k_pages
+//   page_table  [batch, max_pages_per_seq] i32, contiguous
+//   kv_lens     [batch] i32, each <= max_pages_per_seq * page_size and >= its q_len
+//   cu_seqlens_q [batch + 1] i32, non-decreasing, cu_seqlens_q[0] = 0, last = total_q
+//   out         [total_q, q_heads, head_dim] same dtype as q
+//   lse         [total_q, q_heads] f32 (natural-log log-sum-exp of the scaled scores), or undefined
+// softmax_scale is usually 1/sqrt(head_dim). Scores, softmax and the weighted sum are fp32.
+struct PagedKV {
+  Tensor k_pages;
+  Tensor v_pages;
+  Tensor page_table;
+  Tensor kv_lens;
+};
+
+void attention(const Tensor& q, const Tensor& cu_seqlens_q, const PagedKV& kv, bool causal,
+               float softmax_scale, const Tensor& out, const Tensor& lse, Stream stream = {});
+
+}  // namespace braid::ops

@@ -1,0 +1,21 @@
+// CPU reference implementations: plain loops, fp32/fp64 accumulation. Called by src/ops/*.cpp
+// after the arguments are checked; see include/braid/ops.h for the contracts.
+#pragma once
+
+#include "braid/ops.h"
+
+namespace braid::cpu {
+
+void embedding(const Tensor& ids, const Tensor& table, const Tensor& out);
+void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out);
+void add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, float eps,
+                  const Tensor& out);
+void rope_apply(const Tensor& q, const Tensor& k, const Tensor& positions, const ops::RopeTable& table);
+void silu_mul(const Tensor& x, const Tensor& out);
+void gemm(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out);
+void softmax(const Tensor& x, const Tensor& out);
+void argmax(const Tensor& x, const Tensor& out);
+void attention(const Tensor& q, const Tensor& cu_seqlens_q, const ops::PagedKV& kv, bool causal,
+               float softmax_scale, const Tensor& out, const Tensor& lse);
+
+}  // namespace braid::cpu
