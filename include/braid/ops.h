@@ -24,7 +24,7 @@ namespace braid::ops {
 //   table [vocab, hidden] f32/f16/bf16, rows
 //   out   [n, hidden] same dtype as table, rows
 // An id outside [0, vocab) is an error on the CPU; on CUDA (where checking would need a host
-// synchronisation) its row is written as zeros.
+// synchronisation) its row is written as zeros. n < 2^31.
 void embedding(const Tensor& ids, const Tensor& table, const Tensor& out, Stream stream = {});
 
 // ---------------------------------------------------------------------------------------------
@@ -81,8 +81,11 @@ RopeTable rope_table(const RopeConfig& config, int head_dim);
 // Rotates q and k in place.
 //   q         [n, q_heads, head_dim]  f32/f16/bf16; last dim dense
 //   k         [n, kv_heads, head_dim] same dtype and head_dim as q; may be undefined (q only)
-//   positions [n] i32 or i64: the position of each token
-// head_dim even, rotary_dim even and <= head_dim.
+//   positions [n] i32 or i64, contiguous: the position of each token (values not checked)
+// head_dim even, rotary_dim even and <= head_dim. Errors in the config (from rope_table too) are
+// reported under the op name "rope_apply", argument "config.<field>".
+// Note: transformers rounds cos/sin to the model dtype and rotates in that dtype; this contract
+// rotates in fp32 and rounds once, so bf16 results can differ from transformers' by one ulp.
 void rope_apply(const Tensor& q, const Tensor& k, const Tensor& positions,
                 const RopeConfig& config, Stream stream = {});
 
@@ -104,14 +107,15 @@ void gemm(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& ou
           Stream stream = {});
 
 // ---------------------------------------------------------------------------------------------
-// softmax over the last dimension, computed in fp32 with the row maximum subtracted.
+// softmax over the last dimension, computed in fp32 with the row maximum subtracted. A row of
+// all -inf gives NaN, as torch.softmax does.
 //   x   [..., d] rows, f32/f16/bf16
 //   out same shape as x; f32 or x's dtype
 void softmax(const Tensor& x, const Tensor& out, Stream stream = {});
 
 // argmax over the last dimension; ties go to the lowest index, NaN counts as the largest value
 // (as torch.argmax).
-//   x   [..., d] rows, f32/f16/bf16
+//   x   [..., d] rows, f32/f16/bf16, d >= 1
 //   out [rows] i32 or i64
 void argmax(const Tensor& x, const Tensor& out, Stream stream = {});
 
@@ -123,13 +127,14 @@ void argmax(const Tensor& x, const Tensor& out, Stream stream = {});
 // cu_seqlens_q[b] .. cu_seqlens_q[b+1] of q, and they are the LAST q_len tokens of the sequence
 // (their K/V already appended), so with causal masking query i (0-based within the sequence) sees
 // keys 0 .. kv_len - q_len + i. GQA: query head h reads KV head h / (q_heads / kv_heads).
-//   q           [total_q, q_heads, head_dim] f32/f16/bf16
+//   q           [total_q, q_heads, head_dim] f32/f16/bf16, last dim dense
 //   k_pages     [num_pages, page_size, kv_heads, head_dim] same dtype as q, contiguous
 //   v_pages     same as k_pages
-//   page_table  [batch, max_pages_per_seq] i32, contiguous
+//   page_table  [batch, max_pages_per_seq] i32, contiguous; only the first
+//               ceil(kv_len / page_size) entries of a row are read (the rest may be padding)
 //   kv_lens     [batch] i32, each <= max_pages_per_seq * page_size and >= its q_len
 //   cu_seqlens_q [batch + 1] i32, non-decreasing, cu_seqlens_q[0] = 0, last = total_q
-//   out         [total_q, q_heads, head_dim] same dtype as q
+//   out         [total_q, q_heads, head_dim] same dtype as q, last dim dense
 //   lse         [total_q, q_heads] f32 (natural-log log-sum-exp of the scaled scores), or undefined
 // softmax_scale is usually 1/sqrt(head_dim). Scores, softmax and the weighted sum are fp32.
 struct PagedKV {
