@@ -1,0 +1,201 @@
+/* braidinfer C API: the ops of include/braid/ops.h behind a plain C ABI, for FFI (ctypes, cffi,
+ * Rust, ...). Valid C99 and C++.
+ *
+ * Tensors are passed as braid_tensor descriptors laid out exactly like DLPack's DLTensor, so a
+ * DLTensor* can be passed where a braid_tensor* is expected. The library never owns or copies
+ * tensor memory: every op reads its inputs and writes its caller-provided outputs in place, on
+ * the device the tensors live on (all tensors of one call on one device).
+ *
+ * Every op returns BRAID_OK or an error status; on error, braid_last_error_message() gives the
+ * full message ("<op>: argument '<arg>': expected ..., got ..."). No C++ exception ever crosses
+ * this boundary. CUDA ops are asynchronous on `stream` (a cudaStream_t; NULL = the legacy
+ * default stream); `stream` is ignored for CPU tensors. The detailed contract of each op (shapes,
+ * dtypes, rounding) is the one of the same-named function in include/braid/ops.h.
+ */
+#ifndef BRAID_BRAID_H_
+#define BRAID_BRAID_H_
+
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define BRAID_API __attribute__((visibility("default")))
+#else
+#define BRAID_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- status: numbered like braid::ErrorKind (include/braid/error.h) ---- */
+typedef enum braid_status {
+  BRAID_OK = 0,
+  BRAID_ERR_INVALID_ARGUMENT = 1, /* a value out of range, inconsistent sizes, NULL descriptor */
+  BRAID_ERR_SHAPE = 2,
+  BRAID_ERR_DTYPE = 3,
+  BRAID_ERR_DEVICE = 4,
+  BRAID_ERR_CUDA = 5,
+  BRAID_ERR_CUBLAS = 6,
+  BRAID_ERR_OUT_OF_MEMORY = 7,
+  BRAID_ERR_UNSUPPORTED = 8, /* a valid request this build or GPU cannot serve */
+  BRAID_ERR_IO = 9,
+  BRAID_ERR_INTERNAL = 10
+} braid_status;
+
+/* ---- tensor descriptor: DLPack's DLTensor, field for field ---- */
+
+/* braid_device.device_type: DLPack's DLDeviceType codes. */
+enum {
+  BRAID_DEVICE_CPU = 1,  /* kDLCPU */
+  BRAID_DEVICE_CUDA = 2  /* kDLCUDA; device_id = the CUDA ordinal */
+};
+
+typedef struct braid_device {
+  int32_t device_type;
+  int32_t device_id;
+} braid_device;
+
+/* braid_dtype.code: DLPack's DLDataTypeCode values. Accepted (code, bits), lanes = 1:
+ *   INT 32 (i32), INT 64 (i64), UINT 8 (u8), FLOAT 16 (f16), FLOAT 32 (f32), BFLOAT 16 (bf16),
+ *   FLOAT8_E4M3FN 8 (OCP e4m3, no infinities), FLOAT8_E5M2 8. */
+enum {
+  BRAID_DTYPE_INT = 0,            /* kDLInt */
+  BRAID_DTYPE_UINT = 1,           /* kDLUInt */
+  BRAID_DTYPE_FLOAT = 2,          /* kDLFloat */
+  BRAID_DTYPE_BFLOAT = 4,         /* kDLBfloat */
+  BRAID_DTYPE_FLOAT8_E4M3FN = 10, /* kDLFloat8_e4m3fn (DLPack 1.1) */
+  BRAID_DTYPE_FLOAT8_E5M2 = 12    /* kDLFloat8_e5m2 (DLPack 1.1) */
+};
+
+typedef struct braid_dtype {
+  uint8_t code;
+  uint8_t bits;
+  uint16_t lanes;
+} braid_dtype;
+
+#define BRAID_MAX_DIMS 6
+
+typedef struct braid_tensor {
+  void* data;           /* element 0 is at (char*)data + byte_offset */
+  braid_device device;
+  int32_t ndim;         /* 0 .. BRAID_MAX_DIMS */
+  braid_dtype dtype;
+  int64_t* shape;       /* ndim sizes */
+  int64_t* strides;     /* ndim strides in elements, or NULL for contiguous (row-major) */
+  uint64_t byte_offset;
+} braid_tensor;
+
+/* ---- library ---- */
+
+/* A static, human-readable name for a status ("BRAID_ERR_SHAPE"); "unknown status" otherwise. */
+BRAID_API const char* braid_status_string(braid_status status);
+
+/* The full message of the last failed call on this thread ("" if none has failed). Valid until
+ * the next failing call on the same thread; successful calls leave it unchanged. */
+BRAID_API const char* braid_last_error_message(void);
+
+/* The library version, "major.minor.patch". */
+BRAID_API const char* braid_version(void);
+
+/* Number of CUDA devices visible; 0 without a driver or GPU, or in a CPU-only build. */
+BRAID_API int braid_cuda_device_count(void);
+
+/* ---- ops (see include/braid/ops.h for the full contracts) ----
+ * "rows": the last dimension is dense and the leading ones fold into one row index with a single
+ * row stride. Floating types: f32, f16, bf16; arithmetic in fp32. */
+
+/* out[i, :] = table[ids[i], :].
+ * ids [n] i32/i64; table [vocab, hidden] float, rows; out [n, hidden] table's dtype. An id out of
+ * range is an error on the CPU; on CUDA its row is written as zeros. */
+BRAID_API braid_status braid_embedding(const braid_tensor* ids, const braid_tensor* table,
+                                       const braid_tensor* out, void* stream);
+
+/* out = to_dtype(weight * to_dtype(x * rsqrt(mean(x^2) + eps))) (Hugging Face rounding).
+ * x [..., d] rows, float; weight [d] x's dtype, contiguous; out like x (may alias x). */
+BRAID_API braid_status braid_rms_norm(const braid_tensor* x, const braid_tensor* weight,
+                                      float eps, const braid_tensor* out, void* stream);
+
+/* residual <- to_dtype(x + residual) (in place); out <- rms_norm(residual, weight, eps).
+ * x, residual, out: same shape and dtype, rows; out may alias x; weight [d]. */
+BRAID_API braid_status braid_add_rms_norm(const braid_tensor* x, const braid_tensor* residual,
+                                          const braid_tensor* weight, float eps,
+                                          const braid_tensor* out, void* stream);
+
+/* Rotary embedding configuration: mirrors braid::ops::RopeConfig. Fill it with
+ * braid_rope_config_init() and change what the checkpoint's config.json sets. */
+enum {
+  BRAID_ROPE_NONE = 0,
+  BRAID_ROPE_LLAMA3 = 1,
+  BRAID_ROPE_YARN = 2
+};
+
+typedef struct braid_rope_config {
+  float theta;                   /* rope_theta */
+  int32_t rotary_dim;            /* 0: the whole head_dim */
+  int32_t scaling;               /* BRAID_ROPE_NONE / _LLAMA3 / _YARN */
+  float factor;                  /* llama3, yarn */
+  float low_freq_factor;         /* llama3 */
+  float high_freq_factor;        /* llama3 */
+  int32_t original_max_position; /* llama3 and yarn */
+  float beta_fast;               /* yarn */
+  float beta_slow;               /* yarn */
+  float mscale;                  /* yarn: 0 = unset */
+  float mscale_all_dim;          /* yarn: 0 = unset */
+  float attention_factor;        /* yarn: 0 = derive as transformers does */
+  int32_t truncate;              /* yarn: nonzero = floor/ceil the correction range */
+} braid_rope_config;
+
+/* Writes RopeConfig's defaults (theta 10000, no scaling, ...) into *config. */
+BRAID_API void braid_rope_config_init(braid_rope_config* config);
+
+/* Rotates q and k in place, half-split ("rotate_half") convention.
+ * q [n, q_heads, head_dim] float, last dim dense; k [n, kv_heads, head_dim] q's dtype, or NULL
+ * (q only); positions [n] i32/i64. head_dim and rotary_dim even, rotary_dim <= head_dim.
+ * config NULL = the defaults of braid_rope_config_init(). */
+BRAID_API braid_status braid_rope_apply(const braid_tensor* q, const braid_tensor* k,
+                                        const braid_tensor* positions,
+                                        const braid_rope_config* config, void* stream);
+
+/* out = silu(gate) * up on a packed [gate | up] input.
+ * x [..., 2*d] rows, float; out [..., d] rows, x's dtype, same number of rows. */
+BRAID_API braid_status braid_silu_mul(const braid_tensor* x, const braid_tensor* out,
+                                      void* stream);
+
+/* out = a @ w^T (+ bias), fp32 accumulation.
+ * a [m, k] f16/bf16 (f32 too on the CPU), rows; w [n, k] a's dtype, contiguous; bias [n] a's
+ * dtype or NULL; out [m, n] f16/bf16/f32, rows. */
+BRAID_API braid_status braid_gemm(const braid_tensor* a, const braid_tensor* w,
+                                  const braid_tensor* bias, const braid_tensor* out, void* stream);
+
+/* Softmax over the last dimension in fp32 (row maximum subtracted).
+ * x [..., d] rows, float; out x's shape, f32 or x's dtype. */
+BRAID_API braid_status braid_softmax(const braid_tensor* x, const braid_tensor* out,
+                                     void* stream);
+
+/* Index of the maximum over the last dimension (ties: lowest index; NaN is the largest).
+ * x [..., d] rows, float; out [rows] i32/i64. */
+BRAID_API braid_status braid_argmax(const braid_tensor* x, const braid_tensor* out, void* stream);
+
+/* Attention over a paged KV cache with ragged queries (each sequence's queries are its last
+ * q_len tokens; causal query i sees keys 0 .. kv_len - q_len + i; GQA by head groups).
+ *   q            [total_q, q_heads, head_dim] float
+ *   cu_seqlens_q [batch + 1] i32, from 0 to total_q, non-decreasing
+ *   k_pages      [num_pages, page_size, kv_heads, head_dim] q's dtype, contiguous
+ *   v_pages      like k_pages
+ *   page_table   [batch, max_pages_per_seq] i32, contiguous
+ *   kv_lens      [batch] i32
+ *   causal       nonzero for causal masking
+ *   out          [total_q, q_heads, head_dim] q's dtype
+ *   lse          [total_q, q_heads] f32 (natural-log log-sum-exp of the scaled scores), or NULL */
+BRAID_API braid_status braid_attention(const braid_tensor* q, const braid_tensor* cu_seqlens_q,
+                                       const braid_tensor* k_pages, const braid_tensor* v_pages,
+                                       const braid_tensor* page_table,
+                                       const braid_tensor* kv_lens, int causal,
+                                       float softmax_scale, const braid_tensor* out,
+                                       const braid_tensor* lse, void* stream);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* BRAID_BRAID_H_ */

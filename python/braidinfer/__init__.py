@@ -1,0 +1,54 @@
+"""braidinfer from Python: the library's ops on PyTorch tensors and numpy arrays, through
+ctypes and libbraid.so (no build step against PyTorch; torch and numpy are both optional).
+
+    import torch, braidinfer
+    x = torch.randn(4, 4096, dtype=torch.bfloat16, device="cuda")
+    w = torch.ones(4096, dtype=torch.bfloat16, device="cuda")
+    y = braidinfer.rms_norm(x, w, 1e-6)            # allocates y
+    braidinfer.rms_norm(x, w, 1e-6, out=x)         # in place
+
+libbraid.so is found through $BRAIDINFER_LIBRARY, else braidinfer/lib/, else the newest
+<repo>/build*/libbraid.so; it is loaded on the first call.
+"""
+
+from ._library import (
+    BraidError,
+    Status,
+    cuda_device_count,
+    find_library,
+    library_path,
+    status_string,
+    version,
+)
+from .ops import (
+    RopeConfig,
+    add_rms_norm,
+    argmax,
+    attention,
+    embedding,
+    gemm,
+    rms_norm,
+    rope_apply,
+    silu_mul,
+    softmax,
+)
+
+__all__ = [
+    "BraidError",
+    "Status",
+    "RopeConfig",
+    "add_rms_norm",
+    "argmax",
+    "attention",
+    "cuda_device_count",
+    "embedding",
+    "find_library",
+    "gemm",
+    "library_path",
+    "rms_norm",
+    "rope_apply",
+    "silu_mul",
+    "softmax",
+    "status_string",
+    "version",
+]

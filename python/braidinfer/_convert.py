@@ -1,0 +1,164 @@
+"""Zero-copy descriptors (braid_tensor) of torch tensors and numpy arrays, and allocation of
+outputs like a given input. torch and numpy are looked up only if already imported by the
+caller, so this package imports without either."""
+
+import ctypes
+import sys
+
+from ._library import DEVICE_CPU, DEVICE_CUDA, MAX_DIMS, BraidError, Status, TensorDesc
+
+# braid dtype name -> DLPack (code, bits)
+_DLPACK = {
+    "f32": (2, 32),
+    "f16": (2, 16),
+    "bf16": (4, 16),
+    "f8e4m3": (10, 8),
+    "f8e5m2": (12, 8),
+    "i32": (0, 32),
+    "i64": (0, 64),
+    "u8": (1, 8),
+}
+# torch attribute name -> braid dtype name (float8 types exist from PyTorch 2.1 on)
+_TORCH_NAMES = {
+    "float32": "f32",
+    "float16": "f16",
+    "bfloat16": "bf16",
+    "float8_e4m3fn": "f8e4m3",
+    "float8_e5m2": "f8e5m2",
+    "int32": "i32",
+    "int64": "i64",
+    "uint8": "u8",
+}
+# numpy array-interface typestr -> braid dtype name (numpy has no bf16 or float8)
+_NUMPY_TYPESTR = {"<f4": "f32", "<f2": "f16", "<i4": "i32", "<i8": "i64", "|u1": "u8", "<u1": "u8"}
+_NUMPY_NAMES = {"f32": "float32", "f16": "float16", "i32": "int32", "i64": "int64", "u8": "uint8"}
+
+
+def _torch():
+    return sys.modules.get("torch")
+
+
+def is_torch(value):
+    torch = _torch()
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
+def _fail(status, op, arg, expected, given):
+    raise BraidError(status, f"{op}: argument '{arg}': expected {expected}, got {given}")
+
+
+def dtype_name(value):
+    """braid's name for a dtype given as a name ("bf16"), a torch.dtype or a numpy dtype."""
+    if isinstance(value, str) and value in _DLPACK:
+        return value
+    torch = _torch()
+    if torch is not None and isinstance(value, torch.dtype):
+        for attr, name in _TORCH_NAMES.items():
+            if getattr(torch, attr, None) == value:
+                return name
+    np = sys.modules.get("numpy")
+    if np is not None:
+        try:
+            typestr = np.dtype(value).str
+        except TypeError:
+            typestr = None
+        if typestr in _NUMPY_TYPESTR:
+            return _NUMPY_TYPESTR[typestr]
+    raise BraidError(Status.DTYPE, f"unsupported dtype {value!r}")
+
+
+def tensor_dtype(op, arg, value):
+    """braid's dtype name of a torch tensor or numpy array; BraidError naming op and arg if
+    braid has no such dtype."""
+    if is_torch(value):
+        try:
+            return dtype_name(value.dtype)
+        except BraidError:
+            _fail(Status.DTYPE, op, arg, "a dtype braid knows (" + ", ".join(_TORCH_NAMES) + ")",
+                  str(value.dtype))
+    typestr = value.__array_interface__["typestr"]
+    if typestr not in _NUMPY_TYPESTR:
+        _fail(Status.DTYPE, op, arg, "a numpy dtype of float32, float16, int32, int64 or uint8",
+              f"typestr '{typestr}'")
+    return _NUMPY_TYPESTR[typestr]
+
+
+class Descriptor:
+    """A braid_tensor over `value`'s memory, with the shape/stride arrays it points to kept
+    alive. `cuda_device` is the CUDA ordinal, or None for host memory."""
+
+    def __init__(self, op, arg, value, writable=False):
+        self.value = value  # keeps the memory alive for the duration of the call
+        if is_torch(value):
+            data, shape, strides, name, device = self._from_torch(op, arg, value)
+        elif hasattr(value, "__array_interface__"):
+            data, shape, strides, name, device = self._from_array(op, arg, value, writable)
+        else:
+            _fail(Status.INVALID_ARGUMENT, op, arg, "a torch.Tensor or a numpy array",
+                  type(value).__name__)
+        if len(shape) > MAX_DIMS:
+            _fail(Status.SHAPE, op, arg, f"at most {MAX_DIMS} dimensions", f"{len(shape)}")
+        self.cuda_device = device[1] if device[0] == DEVICE_CUDA else None
+        n = len(shape)
+        self._shape = (ctypes.c_int64 * max(n, 1))(*shape)
+        self._strides = (ctypes.c_int64 * max(n, 1))(*strides)
+        code, bits = _DLPACK[name]
+        self.desc = TensorDesc()
+        self.desc.data = data or None
+        self.desc.device.device_type, self.desc.device.device_id = device
+        self.desc.ndim = n
+        self.desc.dtype.code, self.desc.dtype.bits, self.desc.dtype.lanes = code, bits, 1
+        self.desc.shape = ctypes.cast(self._shape, ctypes.POINTER(ctypes.c_int64))
+        self.desc.strides = ctypes.cast(self._strides, ctypes.POINTER(ctypes.c_int64))
+        self.desc.byte_offset = 0
+
+    def pointer(self):
+        return ctypes.pointer(self.desc)
+
+    @staticmethod
+    def _from_torch(op, arg, t):
+        name = tensor_dtype(op, arg, t)
+        if t.device.type == "cpu":
+            device = (DEVICE_CPU, 0)
+        elif t.device.type == "cuda":
+            index = t.device.index if t.device.index is not None else _torch().cuda.current_device()
+            device = (DEVICE_CUDA, index)
+        else:
+            _fail(Status.DEVICE, op, arg, "a cpu or cuda tensor", f"device {t.device}")
+        # data_ptr() already includes the storage offset; strides are in elements, as braid's.
+        return t.data_ptr(), tuple(t.shape), tuple(t.stride()), name, device
+
+    @staticmethod
+    def _from_array(op, arg, a, writable):
+        ai = a.__array_interface__
+        name = tensor_dtype(op, arg, a)
+        data, readonly = ai["data"]
+        if writable and readonly:
+            _fail(Status.INVALID_ARGUMENT, op, arg, "a writable array", "a read-only array")
+        shape = tuple(int(s) for s in ai["shape"])
+        itemsize = _DLPACK[name][1] // 8
+        if ai.get("strides") is None:
+            strides, step = [], 1  # C-contiguous
+            for s in reversed(shape):
+                strides.insert(0, step)
+                step *= s
+        else:
+            if any(s % itemsize for s in ai["strides"]):
+                _fail(Status.SHAPE, op, arg, "strides that are whole elements",
+                      f"byte strides {tuple(ai['strides'])}")
+            strides = [s // itemsize for s in ai["strides"]]
+        return data, shape, tuple(strides), name, (DEVICE_CPU, 0)
+
+
+def empty(like, shape, dtype):
+    """A new uninitialised tensor/array of `shape` and braid dtype `dtype`, of the same kind
+    (torch or numpy) and on the same device as `like`."""
+    if is_torch(like):
+        torch = _torch()
+        torch_dtype = {v: k for k, v in _TORCH_NAMES.items()}[dtype]
+        return torch.empty(tuple(shape), dtype=getattr(torch, torch_dtype), device=like.device)
+    import numpy as np
+
+    if dtype not in _NUMPY_NAMES:
+        raise BraidError(Status.DTYPE, f"numpy has no dtype for braid's {dtype}")
+    return np.empty(tuple(shape), dtype=_NUMPY_NAMES[dtype])

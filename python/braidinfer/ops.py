@@ -1,0 +1,258 @@
+"""The ops of include/braid/ops.h on torch tensors (CPU or CUDA) and numpy arrays (CPU).
+
+Every function takes its outputs from the caller, as the C++ API does, and writes them in place
+(zero copy: the library works on the tensors' own memory). Pass `out=None` to have the output
+allocated for you, with torch.empty or numpy.empty like the first input. Each function returns
+its output(s).
+
+CUDA calls are asynchronous on `stream`: by default PyTorch's current stream of the tensors'
+device; pass a torch.cuda.Stream or a raw cudaStream_t (int) to choose another. Errors raise
+BraidError with the library's message ("<op>: argument '<arg>': expected ..., got ...").
+"""
+
+import ctypes
+import dataclasses
+import math
+import sys
+from typing import Optional, Union
+
+from . import _convert
+from ._library import BraidError, RopeConfigDesc, Status, check, function
+
+__all__ = [
+    "RopeConfig",
+    "embedding",
+    "rms_norm",
+    "add_rms_norm",
+    "rope_apply",
+    "silu_mul",
+    "gemm",
+    "softmax",
+    "argmax",
+    "attention",
+]
+
+
+class _Call:
+    """One library call: builds the descriptors (keeping them alive), picks the stream and the
+    CUDA device, and turns a non-OK status into BraidError."""
+
+    def __init__(self, op, stream=None):
+        self.op = op
+        self.stream = stream
+        self.descriptors = []
+
+    def tensor(self, arg, value, writable=False):
+        d = _convert.Descriptor(self.op, arg, value, writable)
+        self.descriptors.append(d)
+        return d.pointer()
+
+    def optional(self, arg, value, writable=False):
+        return None if value is None else self.tensor(arg, value, writable)
+
+    def run(self, *args):
+        fn = function("braid_" + self.op)
+        cuda = next((d.cuda_device for d in self.descriptors if d.cuda_device is not None), None)
+        torch = sys.modules.get("torch")
+        if cuda is None:
+            status = fn(*args, None)  # host tensors: no stream
+        elif torch is None:
+            status = fn(*args, _stream_handle(self.stream, None, cuda))
+        else:
+            # Make the tensors' device current, so the library's CUDA runtime works in it.
+            with torch.cuda.device(cuda):
+                status = fn(*args, _stream_handle(self.stream, torch, cuda))
+        check(status)
+
+
+def _stream_handle(stream, torch, device):
+    if stream is None:
+        return torch.cuda.current_stream(device).cuda_stream if torch is not None else None
+    if isinstance(stream, int):
+        return stream or None
+    return stream.cuda_stream  # torch.cuda.Stream (or anything with a cuda_stream handle)
+
+
+def _shape(value):
+    return tuple(int(s) for s in value.shape)
+
+
+def _need_dims(op, arg, value, n):
+    """Checks what allocating an output needs before the library sees the arguments."""
+    if not hasattr(value, "shape"):
+        raise BraidError(Status.INVALID_ARGUMENT,
+                         f"{op}: argument '{arg}': expected a torch.Tensor or a numpy array, "
+                         f"got {type(value).__name__}")
+    if len(value.shape) < n:
+        raise BraidError(Status.SHAPE, f"{op}: argument '{arg}': expected at least {n} "
+                                       f"dimensions, got shape {list(_shape(value))}")
+
+
+def _out_dtype(out_dtype, default):
+    return default if out_dtype is None else _convert.dtype_name(out_dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def embedding(ids, table, out=None, *, stream=None):
+    """out[i, :] = table[ids[i], :]. ids [n] i32/i64; table [vocab, hidden] f32/f16/bf16;
+    out [n, hidden] table's dtype. Out-of-range ids: an error on the CPU, zero rows on CUDA."""
+    if out is None:
+        _need_dims("embedding", "ids", ids, 1)
+        _need_dims("embedding", "table", table, 2)
+        dtype = _convert.tensor_dtype("embedding", "table", table)
+        out = _convert.empty(table, (_shape(ids)[0], _shape(table)[-1]), dtype)
+    c = _Call("embedding", stream)
+    c.run(c.tensor("ids", ids), c.tensor("table", table), c.tensor("out", out, writable=True))
+    return out
+
+
+def rms_norm(x, weight, eps=1e-6, out=None, *, stream=None):
+    """Hugging Face RMSNorm: to_dtype(weight * to_dtype(x * rsqrt(mean(x^2) + eps))).
+    x [..., d] f32/f16/bf16; weight [d]; out like x (may be x)."""
+    if out is None:
+        _need_dims("rms_norm", "x", x, 0)
+        out = _convert.empty(x, _shape(x), _convert.tensor_dtype("rms_norm", "x", x))
+    c = _Call("rms_norm", stream)
+    c.run(c.tensor("x", x), c.tensor("weight", weight), ctypes.c_float(eps),
+          c.tensor("out", out, writable=True))
+    return out
+
+
+def add_rms_norm(x, residual, weight, eps=1e-6, out=None, *, stream=None):
+    """residual <- x + residual (in place, rounded to its dtype); out <- rms_norm(residual).
+    Returns out."""
+    if out is None:
+        _need_dims("add_rms_norm", "x", x, 0)
+        out = _convert.empty(x, _shape(x), _convert.tensor_dtype("add_rms_norm", "x", x))
+    c = _Call("add_rms_norm", stream)
+    c.run(c.tensor("x", x), c.tensor("residual", residual, writable=True),
+          c.tensor("weight", weight), ctypes.c_float(eps), c.tensor("out", out, writable=True))
+    return out
+
+
+@dataclasses.dataclass
+class RopeConfig:
+    """braid::ops::RopeConfig. Fields left as None take the library's defaults (theta 10000,
+    whole head_dim, no scaling, ...). scaling: "none", "llama3" or "yarn"."""
+
+    theta: Optional[float] = None
+    rotary_dim: Optional[int] = None
+    scaling: Union[str, int, None] = None
+    factor: Optional[float] = None
+    low_freq_factor: Optional[float] = None
+    high_freq_factor: Optional[float] = None
+    original_max_position: Optional[int] = None
+    beta_fast: Optional[float] = None
+    beta_slow: Optional[float] = None
+    mscale: Optional[float] = None
+    mscale_all_dim: Optional[float] = None
+    attention_factor: Optional[float] = None
+    truncate: Optional[bool] = None
+
+    _SCALINGS = {"none": 0, "default": 0, "llama3": 1, "yarn": 2}
+
+    def to_c(self):
+        c = RopeConfigDesc()
+        function("braid_rope_config_init")(ctypes.byref(c))
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if value is None:
+                continue
+            if field.name == "scaling" and isinstance(value, str):
+                if value not in self._SCALINGS:
+                    raise BraidError(Status.INVALID_ARGUMENT,
+                                     f"rope_apply: argument 'config.scaling': expected none, "
+                                     f"llama3 or yarn, got {value}")
+                value = self._SCALINGS[value]
+            setattr(c, field.name, int(value) if field.name == "truncate" else value)
+        return c
+
+
+def rope_apply(q, k, positions, config=None, *, stream=None):
+    """Rotates q and (unless k is None) k in place, rotate_half convention.
+    q [n, q_heads, head_dim]; k [n, kv_heads, head_dim] or None; positions [n] i32/i64.
+    config: a RopeConfig (None = defaults). Returns (q, k)."""
+    cfg = (config or RopeConfig()).to_c()
+    c = _Call("rope_apply", stream)
+    c.run(c.tensor("q", q, writable=True), c.optional("k", k, writable=True),
+          c.tensor("positions", positions), ctypes.byref(cfg))
+    return q, k
+
+
+def silu_mul(x, out=None, *, stream=None):
+    """SwiGLU on packed [gate | up]: out = silu(x[..., :d]) * x[..., d:].
+    x [..., 2d] f32/f16/bf16; out [..., d]."""
+    if out is None:
+        _need_dims("silu_mul", "x", x, 1)
+        shape = _shape(x)
+        dtype = _convert.tensor_dtype("silu_mul", "x", x)
+        out = _convert.empty(x, shape[:-1] + (shape[-1] // 2,), dtype)
+    c = _Call("silu_mul", stream)
+    c.run(c.tensor("x", x), c.tensor("out", out, writable=True))
+    return out
+
+
+def gemm(a, w, bias=None, out=None, *, out_dtype=None, stream=None):
+    """out = a @ w.T (+ bias), fp32 accumulation (torch.nn.functional.linear).
+    a [m, k] f16/bf16 (f32 on the CPU); w [n, k]; bias [n] or None; out [m, n] f16/bf16/f32
+    (allocated as out_dtype, default a's dtype)."""
+    if out is None:
+        _need_dims("gemm", "a", a, 2)
+        _need_dims("gemm", "w", w, 2)
+        dtype = _out_dtype(out_dtype, _convert.tensor_dtype("gemm", "a", a))
+        out = _convert.empty(a, (_shape(a)[0], _shape(w)[0]), dtype)
+    c = _Call("gemm", stream)
+    c.run(c.tensor("a", a), c.tensor("w", w), c.optional("bias", bias),
+          c.tensor("out", out, writable=True))
+    return out
+
+
+def softmax(x, out=None, *, out_dtype=None, stream=None):
+    """Softmax over the last dimension in fp32. out: x's shape, f32 or x's dtype (allocated as
+    out_dtype, default x's dtype)."""
+    if out is None:
+        _need_dims("softmax", "x", x, 0)
+        dtype = _out_dtype(out_dtype, _convert.tensor_dtype("softmax", "x", x))
+        out = _convert.empty(x, _shape(x), dtype)
+    c = _Call("softmax", stream)
+    c.run(c.tensor("x", x), c.tensor("out", out, writable=True))
+    return out
+
+
+def argmax(x, out=None, *, out_dtype="i64", stream=None):
+    """Index of the maximum over the last dimension (ties: lowest index; NaN wins), as
+    torch.argmax(x, -1). out [rows] i32/i64: one entry per row, flattened over the leading
+    dimensions."""
+    if out is None:
+        _need_dims("argmax", "x", x, 1)
+        rows = math.prod(_shape(x)[:-1])
+        out = _convert.empty(x, (rows,), _out_dtype(out_dtype, "i64"))
+    c = _Call("argmax", stream)
+    c.run(c.tensor("x", x), c.tensor("out", out, writable=True))
+    return out
+
+
+def attention(q, cu_seqlens_q, k_pages, v_pages, page_table, kv_lens, causal=True,
+              softmax_scale=None, out=None, lse=None, *, return_lse=False, stream=None):
+    """Attention over a paged KV cache with ragged queries (see ops.h).
+    q [total_q, q_heads, head_dim]; cu_seqlens_q [batch+1] i32; k_pages, v_pages
+    [num_pages, page_size, kv_heads, head_dim]; page_table [batch, max_pages] i32; kv_lens
+    [batch] i32; softmax_scale default 1/sqrt(head_dim). lse [total_q, q_heads] f32 or None
+    (allocated when return_lse). Returns out, or (out, lse) when return_lse."""
+    if softmax_scale is None:
+        _need_dims("attention", "q", q, 3)
+        softmax_scale = 1.0 / math.sqrt(_shape(q)[-1])
+    if out is None:
+        _need_dims("attention", "q", q, 3)
+        out = _convert.empty(q, _shape(q), _convert.tensor_dtype("attention", "q", q))
+    if return_lse and lse is None:
+        lse = _convert.empty(q, _shape(q)[:2], "f32")
+    c = _Call("attention", stream)
+    c.run(c.tensor("q", q), c.tensor("cu_seqlens_q", cu_seqlens_q),
+          c.tensor("kv.k_pages", k_pages), c.tensor("kv.v_pages", v_pages),
+          c.tensor("kv.page_table", page_table), c.tensor("kv.kv_lens", kv_lens),
+          ctypes.c_int(1 if causal else 0), ctypes.c_float(softmax_scale),
+          c.tensor("out", out, writable=True), c.optional("lse", lse, writable=True))
+    return (out, lse) if return_lse else out

@@ -1,0 +1,426 @@
+"""The CPU ops through braidinfer on numpy arrays, each against the same formula written in
+numpy (f32/f64), and the error paths. Runs anywhere libbraid.so is built (no GPU, no torch):
+
+    /usr/bin/python3 -m pytest -q python/tests
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+import braidinfer as bi
+from braidinfer import BraidError, Status
+from rope_reference import SCALINGS, braid_config, inv_freq_and_scaling
+
+pytestmark = pytest.mark.usefixtures("library")
+
+TOL = {np.float32: 1e-5, np.float16: 2e-3}
+
+
+def rel_error(got, ref):
+    """‖got − ref‖ / ‖ref‖ in float64; inf if anything is NaN."""
+    got = np.asarray(got, dtype=np.float64)
+    ref = np.asarray(ref, dtype=np.float64)
+    assert got.shape == ref.shape, (got.shape, ref.shape)
+    if np.isnan(got).any() or np.isnan(ref).any():
+        return math.inf
+    den = np.linalg.norm(ref)
+    num = np.linalg.norm(got - ref)
+    return num / den if den > 0 else num
+
+
+def poisoned(shape, dtype):
+    return np.full(shape, np.nan, dtype=dtype)
+
+
+def uniform(rng, shape, dtype, lo=-1.0, hi=1.0):
+    return rng.uniform(lo, hi, size=shape).astype(dtype)
+
+
+# ---- rms_norm / add_rms_norm -----------------------------------------------------------------
+
+
+def rms_norm_ref(x, w, eps):
+    """Hugging Face LlamaRMSNorm: fp32 statistics, normalised value rounded to x's dtype, then
+    weight * it rounded again."""
+    x32 = x.astype(np.float32)
+    var = np.mean(x32.astype(np.float64) ** 2, axis=-1, keepdims=True)
+    n = (x32 / np.sqrt(var + eps)).astype(x.dtype)
+    return (w.astype(np.float32) * n.astype(np.float32)).astype(x.dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["f32", "f16"])
+@pytest.mark.parametrize("shape", [(1, 64), (7, 33), (2, 3, 128), (5, 1001)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_rms_norm(seed, dtype, shape):
+    rng = np.random.default_rng(seed)
+    x = uniform(rng, shape, dtype, -2, 2)
+    w = uniform(rng, shape[-1:], dtype, 0.5, 1.5)
+    out = poisoned(shape, dtype)
+    assert bi.rms_norm(x, w, 1e-6, out=out) is out
+    assert rel_error(out, rms_norm_ref(x, w, 1e-6)) <= TOL[dtype]
+
+
+def test_rms_norm_strided_rows_and_in_place(seed):
+    rng = np.random.default_rng(seed)
+    wide = uniform(rng, (6, 40), np.float32, -2, 2)
+    x = wide[:, :33]  # row stride 40: rows, not contiguous
+    w = uniform(rng, (33,), np.float32, 0.5, 1.5)
+    ref = rms_norm_ref(x.copy(), w, 1e-5)
+    padding = wide[:, 33:].copy()
+    bi.rms_norm(x, w, 1e-5, out=x)  # out may alias x
+    assert rel_error(x, ref) <= 1e-5
+    np.testing.assert_array_equal(wide[:, 33:], padding)  # only the view's elements written
+
+
+def test_rms_norm_allocates_out(seed):
+    rng = np.random.default_rng(seed)
+    x = uniform(rng, (3, 16), np.float32)
+    w = uniform(rng, (16,), np.float32, 0.5, 1.5)
+    out = bi.rms_norm(x, w)
+    assert isinstance(out, np.ndarray) and out.dtype == np.float32 and out.shape == x.shape
+    assert rel_error(out, rms_norm_ref(x, w, 1e-6)) <= 1e-5
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["f32", "f16"])
+def test_add_rms_norm(seed, dtype):
+    rng = np.random.default_rng(seed)
+    x = uniform(rng, (9, 257), dtype, -2, 2)
+    res = uniform(rng, (9, 257), dtype, -2, 2)
+    w = uniform(rng, (257,), dtype, 0.5, 1.5)
+    new_res = (x.astype(np.float32) + res.astype(np.float32)).astype(dtype)
+    out = poisoned(x.shape, dtype)
+    bi.add_rms_norm(x, res, w, 1e-5, out=out)
+    assert rel_error(res, new_res) <= TOL[dtype]
+    assert rel_error(out, rms_norm_ref(new_res, w, 1e-5)) <= TOL[dtype]
+
+
+# ---- rope_apply ------------------------------------------------------------------------------
+
+
+def rope_ref(x, positions, inv_freq, scaling, rotary_dim):
+    """transformers' apply_rotary_pos_emb (q * cos + rotate_half(q) * sin) on the first
+    rotary_dim dims, in float64 from float32 angles (positions * inv_freq in fp32, as
+    transformers multiplies them)."""
+    half = rotary_dim // 2
+    angle = positions.astype(np.float32)[:, None] * inv_freq[None, :]  # [n, half] f32
+    emb = np.concatenate([angle, angle], axis=-1).astype(np.float64)
+    cos = (np.cos(emb) * scaling)[:, None, :]
+    sin = (np.sin(emb) * scaling)[:, None, :]
+    v = x.astype(np.float64)
+    rot, rest = v[..., :rotary_dim], v[..., rotary_dim:]
+    rotate_half = np.concatenate([-rot[..., half:], rot[..., :half]], axis=-1)
+    return np.concatenate([rot * cos + rotate_half * sin, rest], axis=-1)
+
+
+@pytest.mark.parametrize("scaling", list(SCALINGS), ids=list(SCALINGS))
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["f32", "f16"])
+def test_rope_apply(seed, dtype, scaling):
+    rng = np.random.default_rng(seed)
+    n, q_heads, kv_heads, head_dim, rotary_dim = 5, 4, 2, 64, 64
+    theta = 500000.0 if scaling == "llama3" else 10000.0
+    # fp32 needs small positions: a 1-ulp difference between two correct float32 frequency
+    # tables grows with the position (pos * ulp(inv_freq)); the frequencies themselves are
+    # compared exactly in test_rope_frequencies.
+    max_pos = 64 if dtype == np.float32 else 4096
+    positions = rng.integers(0, max_pos, size=n).astype(np.int64)
+    q = uniform(rng, (n, q_heads, head_dim), dtype)
+    k = uniform(rng, (n, kv_heads, head_dim), dtype)
+    inv_freq, attn = inv_freq_and_scaling(theta, rotary_dim, SCALINGS[scaling])
+    q_ref = rope_ref(q, positions, inv_freq, attn, rotary_dim)
+    k_ref = rope_ref(k, positions, inv_freq, attn, rotary_dim)
+    bi.rope_apply(q, k, positions, braid_config(theta, rotary_dim, SCALINGS[scaling]))
+    assert rel_error(q, q_ref) <= TOL[dtype]
+    assert rel_error(k, k_ref) <= TOL[dtype]
+
+
+@pytest.mark.parametrize("scaling", list(SCALINGS), ids=list(SCALINGS))
+def test_rope_frequencies(scaling):
+    """Reads braid's per-pair frequency and cos/sin scale back from rotating unit vectors at
+    position 1, and compares them with transformers' formulas."""
+    head_dim = rotary_dim = 128
+    half = rotary_dim // 2
+    theta = 500000.0 if scaling == "llama3" else 10000.0
+    q = np.zeros((1, half, head_dim), np.float32)
+    q[0, np.arange(half), np.arange(half)] = 1.0  # head i holds e_i: pair i gives (cos, sin)
+    config = braid_config(theta, rotary_dim, SCALINGS[scaling])
+    bi.rope_apply(q, None, np.array([1], np.int32), config)
+    c = q[0, np.arange(half), np.arange(half)].astype(np.float64)
+    s = q[0, np.arange(half), np.arange(half) + half].astype(np.float64)
+    inv_freq, attn = inv_freq_and_scaling(theta, rotary_dim, SCALINGS[scaling])
+    np.testing.assert_allclose(np.arctan2(s, c), inv_freq, rtol=1e-5, atol=0)
+    np.testing.assert_allclose(np.hypot(s, c), attn, rtol=1e-6)
+
+
+def test_rope_partial_rotary_q_only(seed):
+    rng = np.random.default_rng(seed)
+    n, heads, head_dim, rotary_dim = 3, 2, 64, 32
+    positions = rng.integers(0, 64, size=n).astype(np.int32)
+    q = uniform(rng, (n, heads, head_dim), np.float32)
+    inv_freq, _ = inv_freq_and_scaling(10000.0, rotary_dim)
+    ref = rope_ref(q, positions, inv_freq, 1.0, rotary_dim)
+    bi.rope_apply(q, None, positions, bi.RopeConfig(rotary_dim=rotary_dim))
+    assert rel_error(q, ref) <= 1e-5
+
+
+# ---- silu_mul, softmax, argmax, embedding ----------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["f32", "f16"])
+@pytest.mark.parametrize("shape", [(1, 2), (7, 2 * 333), (2, 3, 2 * 128)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_silu_mul(seed, dtype, shape):
+    rng = np.random.default_rng(seed)
+    x = uniform(rng, shape, dtype, -4, 4)
+    d = shape[-1] // 2
+    g, u = x[..., :d].astype(np.float64), x[..., d:].astype(np.float64)
+    ref = g / (1 + np.exp(-g)) * u
+    out = poisoned(shape[:-1] + (d,), dtype)
+    bi.silu_mul(x, out=out)
+    assert rel_error(out, ref) <= TOL[dtype]
+    assert rel_error(bi.silu_mul(x), ref) <= TOL[dtype]
+
+
+@pytest.mark.parametrize("dtype,out_dtype", [(np.float32, np.float32), (np.float16, np.float32),
+                                             (np.float16, np.float16)],
+                         ids=["f32", "f16_to_f32", "f16"])
+def test_softmax(seed, dtype, out_dtype):
+    rng = np.random.default_rng(seed)
+    x = uniform(rng, (6, 1000), dtype, -8, 8)
+    x32 = x.astype(np.float64)
+    e = np.exp(x32 - x32.max(axis=-1, keepdims=True))
+    ref = e / e.sum(axis=-1, keepdims=True)
+    out = poisoned(x.shape, out_dtype)
+    bi.softmax(x, out=out)
+    assert rel_error(out, ref) <= TOL[out_dtype]
+
+
+@pytest.mark.parametrize("out_dtype", [np.int32, np.int64], ids=["i32", "i64"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["f32", "f16"])
+def test_argmax(seed, dtype, out_dtype):
+    rng = np.random.default_rng(seed)
+    x = uniform(rng, (5, 3, 777), dtype)
+    x[0, 0, 10] = x[0, 0, 500] = 2.0  # a tie: the lowest index wins
+    x[1, 2, 7] = np.nan  # NaN counts as the largest value
+    out = np.full((15,), -1, dtype=out_dtype)
+    bi.argmax(x, out=out)
+    np.testing.assert_array_equal(out, np.argmax(x, axis=-1).reshape(-1))
+    assert out[0] == 10 and out[5] == 7
+
+
+@pytest.mark.parametrize("ids_dtype", [np.int32, np.int64], ids=["i32", "i64"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["f32", "f16"])
+def test_embedding(seed, dtype, ids_dtype):
+    rng = np.random.default_rng(seed)
+    table = uniform(rng, (100, 48), dtype)
+    ids = rng.integers(0, 100, size=17).astype(ids_dtype)
+    out = poisoned((17, 48), dtype)
+    bi.embedding(ids, table, out=out)
+    np.testing.assert_array_equal(out, table[ids])
+
+
+def test_embedding_id_out_of_range():
+    table = np.zeros((10, 4), np.float32)
+    with pytest.raises(BraidError) as e:
+        bi.embedding(np.array([1, 10], np.int32), table)
+    assert e.value.status == Status.INVALID_ARGUMENT
+    assert "argument 'ids'" in e.value.message and "10" in e.value.message
+
+
+# ---- gemm ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bias", [False, True], ids=["nobias", "bias"])
+@pytest.mark.parametrize("dtype,out_dtype", [(np.float32, np.float32), (np.float16, np.float16),
+                                             (np.float16, np.float32)],
+                         ids=["f32", "f16", "f16_to_f32"])
+@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (7, 33, 65), (16, 64, 128)],
+                         ids=lambda v: str(v))
+def test_gemm(seed, dtype, out_dtype, bias, m, n, k):
+    rng = np.random.default_rng(seed)
+    a = uniform(rng, (m, k), dtype)
+    w = uniform(rng, (n, k), dtype)
+    b = uniform(rng, (n,), dtype) if bias else None
+    ref = a.astype(np.float64) @ w.astype(np.float64).T
+    if bias:
+        ref = ref + b.astype(np.float64)
+    out = poisoned((m, n), out_dtype)
+    bi.gemm(a, w, b, out=out)
+    assert rel_error(out, ref) <= TOL[out_dtype]
+
+
+def test_gemm_strided_a_and_default_out(seed):
+    rng = np.random.default_rng(seed)
+    wide = uniform(rng, (5, 80), np.float32)
+    a = wide[:, :64]
+    w = uniform(rng, (12, 64), np.float32)
+    out = bi.gemm(a, w)
+    assert out.shape == (5, 12) and out.dtype == np.float32
+    assert rel_error(out, a.astype(np.float64) @ w.astype(np.float64).T) <= 1e-5
+
+
+# ---- attention -------------------------------------------------------------------------------
+
+
+def make_paged(rng, dtype, kv_lens, page_size, kv_heads, head_dim, extra_pages=3):
+    """K/V for each sequence scattered over shuffled pages; returns the pages, the page table
+    and each sequence's contiguous K and V."""
+    batch = len(kv_lens)
+    pages_per_seq = [(n + page_size - 1) // page_size for n in kv_lens]
+    max_pages = max(pages_per_seq) + 1  # a spare column: padding entries are never read
+    num_pages = sum(pages_per_seq) + extra_pages
+    k_pages = uniform(rng, (num_pages, page_size, kv_heads, head_dim), dtype)
+    v_pages = uniform(rng, (num_pages, page_size, kv_heads, head_dim), dtype)
+    order = rng.permutation(num_pages)
+    table = np.full((batch, max_pages), -1, np.int32)  # -1 padding past the used pages
+    seq_k, seq_v, next_page = [], [], 0
+    for b, n in enumerate(kv_lens):
+        ids = order[next_page: next_page + pages_per_seq[b]]
+        next_page += pages_per_seq[b]
+        table[b, : len(ids)] = ids
+        seq_k.append(k_pages[ids].reshape(-1, kv_heads, head_dim)[:n])
+        seq_v.append(v_pages[ids].reshape(-1, kv_heads, head_dim)[:n])
+    return k_pages, v_pages, table, seq_k, seq_v
+
+
+def attention_ref(q, cu, seq_k, seq_v, causal, scale):
+    """Softmax(q k^T * scale) v per sequence and head in float64; returns (out, lse)."""
+    total_q, q_heads, head_dim = q.shape
+    out = np.zeros(q.shape, np.float64)
+    lse = np.zeros((total_q, q_heads), np.float64)
+    for b in range(len(seq_k)):
+        qs = q[cu[b]: cu[b + 1]].astype(np.float64)
+        k, v = seq_k[b].astype(np.float64), seq_v[b].astype(np.float64)
+        q_len, kv_len = qs.shape[0], k.shape[0]
+        group = q_heads // k.shape[1]
+        for h in range(q_heads):
+            s = qs[:, h, :] @ k[:, h // group, :].T * scale  # [q_len, kv_len]
+            if causal:
+                # query i is token kv_len - q_len + i: it sees keys up to and including itself
+                visible = np.arange(kv_len)[None, :] <= (kv_len - q_len + np.arange(q_len))[:, None]
+                s = np.where(visible, s, -np.inf)
+            m = s.max(axis=-1, keepdims=True)
+            p = np.exp(s - m)
+            out[cu[b]: cu[b + 1], h, :] = (p / p.sum(axis=-1, keepdims=True)) @ v[:, h // group, :]
+            lse[cu[b]: cu[b + 1], h] = (m + np.log(p.sum(axis=-1, keepdims=True)))[:, 0]
+    return out, lse
+
+
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["f32", "f16"])
+@pytest.mark.parametrize(
+    "q_lens,kv_lens,q_heads,kv_heads,page_size",
+    [([5], [5], 4, 4, 4),  # prefill, one sequence
+     ([1, 1, 1], [17, 1, 40], 8, 2, 16),  # decode, GQA 4:1
+     ([3, 0, 6], [10, 7, 6], 7, 1, 5)],  # chunked prefill, an idle sequence, GQA 7:1
+    ids=["prefill", "decode_gqa", "ragged"])
+def test_attention(seed, dtype, causal, q_lens, kv_lens, q_heads, kv_heads, page_size):
+    rng = np.random.default_rng(seed)
+    head_dim = 64
+    cu = np.concatenate([[0], np.cumsum(q_lens)]).astype(np.int32)
+    q = uniform(rng, (int(cu[-1]), q_heads, head_dim), dtype)
+    k_pages, v_pages, table, seq_k, seq_v = make_paged(rng, dtype, kv_lens, page_size, kv_heads,
+                                                       head_dim)
+    scale = 1 / math.sqrt(head_dim)
+    out = poisoned(q.shape, dtype)
+    lse = poisoned(q.shape[:2], np.float32)
+    bi.attention(q, cu, k_pages, v_pages, table, np.array(kv_lens, np.int32), causal, scale,
+                 out=out, lse=lse)
+    out_ref, lse_ref = attention_ref(q, cu, seq_k, seq_v, causal, scale)
+    assert rel_error(out, out_ref) <= TOL[dtype]
+    assert rel_error(lse, lse_ref) <= 1e-5
+
+
+def test_attention_allocates_and_returns_lse(seed):
+    rng = np.random.default_rng(seed)
+    k_pages, v_pages, table, seq_k, seq_v = make_paged(rng, np.float32, [9], 4, 2, 32)
+    q = uniform(rng, (3, 4, 32), np.float32)
+    cu = np.array([0, 3], np.int32)
+    out, lse = bi.attention(q, cu, k_pages, v_pages, table, np.array([9], np.int32),
+                            return_lse=True)
+    out_ref, lse_ref = attention_ref(q, cu, seq_k, seq_v, True, 1 / math.sqrt(32))
+    assert rel_error(out, out_ref) <= 1e-5 and rel_error(lse, lse_ref) <= 1e-5
+
+
+# ---- errors ----------------------------------------------------------------------------------
+
+
+def expect_error(status, fragments, fn, *args, **kwargs):
+    with pytest.raises(BraidError) as e:
+        fn(*args, **kwargs)
+    assert e.value.status == status, e.value.message
+    for f in fragments:
+        assert f in e.value.message, f"'{f}' not in: {e.value.message}"
+    return e.value
+
+
+def test_wrong_shapes_name_the_argument():
+    x = np.zeros((3, 8), np.float32)
+    expect_error(Status.SHAPE, ["rms_norm", "argument 'weight'", "[8]", "[5]"],
+                 bi.rms_norm, x, np.ones(5, np.float32))
+    expect_error(Status.SHAPE, ["add_rms_norm", "argument 'residual'"],
+                 bi.add_rms_norm, x, np.zeros((3, 7), np.float32), np.ones(8, np.float32))
+    expect_error(Status.SHAPE, ["silu_mul", "argument 'out'"],
+                 bi.silu_mul, x, out=np.zeros((3, 8), np.float32))
+    expect_error(Status.SHAPE, ["gemm", "argument 'w'"],
+                 bi.gemm, x, np.zeros((4, 9), np.float32))
+    expect_error(Status.SHAPE, ["softmax", "argument 'out'"],
+                 bi.softmax, x, out=np.zeros((3, 9), np.float32))
+    expect_error(Status.SHAPE, ["argmax", "argument 'out'"],
+                 bi.argmax, x, out=np.zeros((4,), np.int64))
+    expect_error(Status.SHAPE, ["embedding", "argument 'out'"],
+                 bi.embedding, np.zeros(2, np.int32), x, out=np.zeros((3, 8), np.float32))
+    expect_error(Status.SHAPE, ["rope_apply", "argument 'k'"],
+                 bi.rope_apply, np.zeros((2, 1, 8), np.float32), np.zeros((3, 1, 8), np.float32),
+                 np.zeros(2, np.int32))
+
+
+def test_attention_errors_name_the_kv_argument(seed):
+    rng = np.random.default_rng(seed)
+    k_pages, v_pages, table, _, _ = make_paged(rng, np.float32, [9], 4, 2, 32)
+    q = uniform(rng, (3, 4, 32), np.float32)
+    cu = np.array([0, 3], np.int32)
+    expect_error(Status.SHAPE, ["attention", "v_pages"],
+                 bi.attention, q, cu, k_pages, v_pages[:, :2], table, np.array([9], np.int32))
+    expect_error(Status.INVALID_ARGUMENT, ["attention", "kv_lens"],
+                 bi.attention, q, cu, k_pages, v_pages, table, np.array([2], np.int32))
+
+
+def test_wrong_dtypes():
+    x = np.zeros((3, 8), np.float32)
+    # float64 has no braid dtype: refused before the library is called, in the same words
+    expect_error(Status.DTYPE, ["rms_norm", "argument 'x'", "'<f8'"],
+                 bi.rms_norm, np.zeros((3, 8)), np.ones(8, np.float32))
+    # a braid dtype the op does not take: the library's check
+    expect_error(Status.DTYPE, ["rms_norm", "argument 'weight'", "f16"],
+                 bi.rms_norm, x, np.ones(8, np.float16))
+    expect_error(Status.DTYPE, ["argmax", "argument 'out'"],
+                 bi.argmax, x, out=np.zeros((3,), np.float32))
+    expect_error(Status.DTYPE, ["embedding", "argument 'ids'"],
+                 bi.embedding, np.zeros(2, np.float32), x)
+
+
+def test_other_bad_arguments():
+    x = np.zeros((3, 8), np.float32)
+    w = np.ones(8, np.float32)
+    expect_error(Status.INVALID_ARGUMENT, ["rms_norm", "argument 'x'", "list"],
+                 bi.rms_norm, [[1.0] * 8], w)
+    ro = np.zeros((3, 8), np.float32)
+    ro.setflags(write=False)
+    expect_error(Status.INVALID_ARGUMENT, ["rms_norm", "argument 'out'", "read-only"],
+                 bi.rms_norm, x, w, out=ro)
+    expect_error(Status.INVALID_ARGUMENT, ["rms_norm", "argument 'eps'"],
+                 bi.rms_norm, x, w, -1.0)
+    expect_error(Status.INVALID_ARGUMENT, ["rope_apply", "config.scaling"],
+                 bi.rope_apply, np.zeros((1, 1, 8), np.float32), None, np.zeros(1, np.int32),
+                 bi.RopeConfig(scaling="ntk"))
+
+
+def test_library_functions():
+    assert bi.version().count(".") == 2
+    assert bi.cuda_device_count() >= 0
+    assert bi.status_string(Status.SHAPE) == "BRAID_ERR_SHAPE"
+    assert bi.status_string(99) == "unknown status"
+    err = BraidError(Status.DTYPE, "m")
+    assert err.status == Status.DTYPE and str(err) == "BRAID_ERR_DTYPE: m"

@@ -1,0 +1,363 @@
+"""braidinfer's CUDA ops on PyTorch tensors against the same formulas written in PyTorch (as
+Hugging Face transformers writes them), and attention on CPU tensors against
+F.scaled_dot_product_attention. Skips cleanly without torch, without a CUDA device, or with a
+CPU-only libbraid.so.
+
+Tolerances (‖out − ref‖ / ‖ref‖) as the C++ op tests: bf16 1e-2, f16 2e-3, f32 1e-5; gemm with
+an f32 output 1e-3. Inputs are fresh random each run; the seed is printed with a failure.
+"""
+
+import itertools
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn.functional as F  # noqa: E402
+
+import braidinfer as bi  # noqa: E402
+from braidinfer import BraidError, Status  # noqa: E402
+from rope_reference import SCALINGS, braid_config, inv_freq_and_scaling  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("library")
+
+TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1e-2}
+FLOATS = [torch.bfloat16, torch.float16, torch.float32]
+FLOAT_IDS = ["bf16", "f16", "f32"]
+
+
+@pytest.fixture
+def cuda():
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device visible to PyTorch")
+    if bi.cuda_device_count() == 0:
+        pytest.skip(f"{bi.library_path()} sees no CUDA device (a CPU-only build?)")
+    return torch.device("cuda", torch.cuda.current_device())
+
+
+@pytest.fixture
+def gen(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+def uniform(gen, shape, dtype, device, lo=-1.0, hi=1.0):
+    x = torch.rand(shape, generator=gen, dtype=torch.float32) * (hi - lo) + lo
+    return x.to(dtype).to(device)
+
+
+def poisoned(shape, dtype, device):
+    return torch.full(shape, float("nan"), dtype=dtype, device=device)
+
+
+def rel_error(got, ref):
+    got, ref = got.detach().double().cpu(), ref.detach().double().cpu()
+    assert got.shape == ref.shape, (got.shape, ref.shape)
+    if torch.isnan(got).any() or torch.isnan(ref).any():
+        return math.inf
+    den = ref.norm().item()
+    num = (got - ref).norm().item()
+    return num / den if den > 0 else num
+
+
+def shape_id(s):
+    return "x".join(map(str, s))
+
+
+# ---- rms_norm / add_rms_norm -----------------------------------------------------------------
+
+
+def llama_rms_norm(x, weight, eps):
+    """transformers' LlamaRMSNorm.forward."""
+    input_dtype = x.dtype
+    h = x.to(torch.float32)
+    variance = h.pow(2).mean(-1, keepdim=True)
+    h = h * torch.rsqrt(variance + eps)
+    return weight * h.to(input_dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=FLOAT_IDS)
+@pytest.mark.parametrize("shape", [(1, 64), (7, 4096), (33, 896), (3, 1001), (2, 3, 128)],
+                         ids=shape_id)
+def test_rms_norm(cuda, gen, dtype, shape):
+    x = uniform(gen, shape, dtype, cuda, -2, 2)
+    w = uniform(gen, shape[-1:], dtype, cuda, 0.5, 1.5)
+    out = poisoned(shape, dtype, cuda)
+    bi.rms_norm(x, w, 1e-6, out=out)
+    assert rel_error(out, llama_rms_norm(x, w, 1e-6)) <= TOL[dtype]
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=FLOAT_IDS)
+@pytest.mark.parametrize("shape", [(1, 2048), (5, 4096), (17, 1001)], ids=shape_id)
+def test_add_rms_norm(cuda, gen, dtype, shape):
+    x = uniform(gen, shape, dtype, cuda, -2, 2)
+    res = uniform(gen, shape, dtype, cuda, -2, 2)
+    w = uniform(gen, shape[-1:], dtype, cuda, 0.5, 1.5)
+    new_res = x + res  # the decoder layer's residual add, in the model's dtype
+    ref = llama_rms_norm(new_res, w, 1e-5)
+    out = bi.add_rms_norm(x, res, w, 1e-5)
+    assert out.device == x.device and out.dtype == dtype
+    assert rel_error(res, new_res) <= TOL[dtype]
+    assert rel_error(out, ref) <= TOL[dtype]
+
+
+def test_rms_norm_on_a_side_stream_and_strided_view(cuda, gen):
+    wide = uniform(gen, (8, 4096 + 64), torch.bfloat16, cuda)
+    x = wide[:, :4096]  # rows with a row stride of 4160
+    w = uniform(gen, (4096,), torch.bfloat16, cuda, 0.5, 1.5)
+    ref = llama_rms_norm(x, w, 1e-6)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        out = bi.rms_norm(x, w, 1e-6)  # runs on `stream`, PyTorch's current stream here
+    stream.synchronize()
+    assert rel_error(out, ref) <= TOL[torch.bfloat16]
+
+
+# ---- rope_apply ------------------------------------------------------------------------------
+
+
+def rotate_half(x):
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def rope_torch(x, positions, inv_freq, attention_scaling, rotary_dim):
+    """transformers' rotary embedding + apply_rotary_pos_emb, in fp32, on the first rotary_dim
+    dims of every head of x [n, heads, head_dim]."""
+    freqs = positions.float()[:, None] * inv_freq[None, :]  # [n, rotary_dim / 2]
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos = (emb.cos() * attention_scaling)[:, None, :]
+    sin = (emb.sin() * attention_scaling)[:, None, :]
+    rot = x[..., :rotary_dim].float()
+    rotated = rot * cos + rotate_half(rot) * sin
+    return torch.cat((rotated.to(x.dtype), x[..., rotary_dim:]), dim=-1)
+
+
+@pytest.mark.parametrize("scaling", list(SCALINGS), ids=list(SCALINGS))
+@pytest.mark.parametrize("dtype", FLOATS, ids=FLOAT_IDS)
+@pytest.mark.parametrize("n,q_heads,kv_heads,head_dim,rotary_dim",
+                         [(1, 32, 8, 128, 128), (37, 28, 4, 128, 128), (5, 8, 1, 64, 32),
+                          (3, 4, 4, 256, 256)],
+                         ids=["decode", "gqa7", "partial", "hd256"])
+def test_rope_apply(cuda, gen, dtype, scaling, n, q_heads, kv_heads, head_dim, rotary_dim):
+    theta = 500000.0 if scaling == "llama3" else 10000.0
+    inv_freq, attn = inv_freq_and_scaling(theta, rotary_dim, SCALINGS[scaling])
+    inv_freq = torch.from_numpy(inv_freq).to(cuda)
+    # Small positions for fp32: a 1-ulp difference between two correct float32 frequency tables
+    # grows with the position; the CPU test compares the frequencies themselves.
+    max_pos = 64 if dtype == torch.float32 else 4096
+    for pos_dtype in (torch.int32, torch.int64):
+        positions = torch.randint(0, max_pos, (n,), generator=gen, dtype=pos_dtype).to(cuda)
+        q = uniform(gen, (n, q_heads, head_dim), dtype, cuda)
+        k = uniform(gen, (n, kv_heads, head_dim), dtype, cuda)
+        q_ref = rope_torch(q, positions, inv_freq, attn, rotary_dim)
+        k_ref = rope_torch(k, positions, inv_freq, attn, rotary_dim)
+        bi.rope_apply(q, k, positions, braid_config(theta, rotary_dim, SCALINGS[scaling]))
+        assert rel_error(q, q_ref) <= TOL[dtype], pos_dtype
+        assert rel_error(k, k_ref) <= TOL[dtype], pos_dtype
+
+
+def test_rope_q_only_in_a_qkv_view(cuda, gen):
+    # q as a view into a packed [n, (q_heads + 2 kv_heads) * head_dim] QKV projection output.
+    n, q_heads, kv_heads, head_dim = 6, 8, 2, 128
+    qkv = uniform(gen, (n, (q_heads + 2 * kv_heads) * head_dim), torch.bfloat16, cuda)
+    q = qkv[:, : q_heads * head_dim].view(n, q_heads, head_dim)
+    k_before = qkv[:, q_heads * head_dim:].clone()
+    positions = torch.arange(100, 100 + n, device=cuda)
+    inv_freq, _ = inv_freq_and_scaling(1e6, head_dim)
+    ref = rope_torch(q, positions, torch.from_numpy(inv_freq).to(cuda), 1.0, head_dim)
+    bi.rope_apply(q, None, positions, bi.RopeConfig(theta=1e6))
+    assert rel_error(q, ref) <= TOL[torch.bfloat16]
+    assert torch.equal(qkv[:, q_heads * head_dim:], k_before)  # k and v untouched
+
+
+# ---- silu_mul, softmax, argmax, embedding ----------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=FLOAT_IDS)
+@pytest.mark.parametrize("shape", [(1, 2 * 14336), (9, 2 * 4864), (4, 2 * 1001), (2, 3, 2 * 64)],
+                         ids=shape_id)
+def test_silu_mul(cuda, gen, dtype, shape):
+    x = uniform(gen, shape, dtype, cuda, -4, 4)
+    g, u = x.chunk(2, dim=-1)
+    ref = F.silu(g.float()) * u.float()
+    out = poisoned(ref.shape, dtype, cuda)
+    bi.silu_mul(x, out=out)
+    assert rel_error(out, ref) <= TOL[dtype]
+
+
+@pytest.mark.parametrize("out_dtype", ["same", torch.float32], ids=["same", "to_f32"])
+@pytest.mark.parametrize("dtype", FLOATS, ids=FLOAT_IDS)
+@pytest.mark.parametrize("shape", [(1, 151936), (7, 1000), (3, 4, 33)], ids=shape_id)
+def test_softmax(cuda, gen, dtype, out_dtype, shape):
+    out_dtype = dtype if out_dtype == "same" else out_dtype
+    x = uniform(gen, shape, dtype, cuda, -10, 10)
+    ref = torch.softmax(x.float(), dim=-1)
+    out = poisoned(shape, out_dtype, cuda)
+    bi.softmax(x, out=out)
+    assert rel_error(out, ref) <= TOL[out_dtype]
+
+
+@pytest.mark.parametrize("out_dtype", [torch.int32, torch.int64], ids=["i32", "i64"])
+@pytest.mark.parametrize("dtype", FLOATS, ids=FLOAT_IDS)
+@pytest.mark.parametrize("shape", [(1, 151936), (8, 32000), (3, 5, 1001)], ids=shape_id)
+def test_argmax(cuda, gen, dtype, out_dtype, shape):
+    x = uniform(gen, shape, dtype, cuda)
+    flat = x.view(-1, shape[-1])
+    flat[0, 17] = flat[0, shape[-1] - 3] = 5.0  # a tie: the lowest index wins
+    if flat.shape[0] > 1:
+        flat[1, shape[-1] // 2] = float("nan")  # NaN counts as the largest value
+    out = torch.full((flat.shape[0],), -1, dtype=out_dtype, device=cuda)
+    bi.argmax(x, out=out)
+    ref = torch.argmax(x, dim=-1).reshape(-1)
+    assert torch.equal(out.long(), ref)
+    assert out[0].item() == 17
+
+
+@pytest.mark.parametrize("ids_dtype", [torch.int32, torch.int64], ids=["i32", "i64"])
+@pytest.mark.parametrize("dtype", FLOATS, ids=FLOAT_IDS)
+@pytest.mark.parametrize("n,vocab,hidden", [(3, 151936, 128), (37, 32000, 4096), (5, 100, 1001)],
+                         ids=lambda v: str(v))
+def test_embedding(cuda, gen, dtype, ids_dtype, n, vocab, hidden):
+    table = uniform(gen, (vocab, hidden), dtype, cuda)
+    ids = torch.randint(0, vocab, (n,), generator=gen, dtype=ids_dtype).to(cuda)
+    out = poisoned((n, hidden), dtype, cuda)
+    bi.embedding(ids, table, out=out)
+    assert torch.equal(out, F.embedding(ids.long(), table))
+
+
+# ---- gemm ------------------------------------------------------------------------------------
+
+GEMM_OUT_TOL = {torch.float32: 1e-3, torch.float16: 2e-3, torch.bfloat16: 1e-2}
+
+
+@pytest.mark.parametrize("bias", [False, True], ids=["nobias", "bias"])
+@pytest.mark.parametrize("out_dtype", ["same", torch.float32], ids=["same", "to_f32"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "f16"])
+@pytest.mark.parametrize("m,n,k", [(1, 4096, 4096), (7, 1000, 896), (64, 1536, 512),
+                                   (5, 77, 96)], ids=lambda v: str(v))
+def test_gemm(cuda, gen, dtype, out_dtype, bias, m, n, k):
+    out_dtype = dtype if out_dtype == "same" else out_dtype
+    a = uniform(gen, (m, k), dtype, cuda)
+    w = uniform(gen, (n, k), dtype, cuda)
+    b = uniform(gen, (n,), dtype, cuda) if bias else None
+    ref = F.linear(a.float(), w.float(), b.float() if bias else None)
+    out = poisoned((m, n), out_dtype, cuda)
+    try:
+        bi.gemm(a, w, b, out=out)
+    except BraidError as e:
+        # ops.h allows this combination; the CUDA gemm refuses an f32 output with a half bias
+        # (cuBLASLt's bias epilogue). Recorded, not hidden: once it is served, this compares.
+        if e.status == Status.UNSUPPORTED and bias and out_dtype == torch.float32:
+            pytest.xfail(e.message)
+        raise
+    assert rel_error(out, ref) <= GEMM_OUT_TOL[out_dtype]
+
+
+def test_gemm_strided_a_default_out(cuda, gen):
+    wide = uniform(gen, (9, 1024 + 128), torch.bfloat16, cuda)
+    a = wide[:, :1024]
+    w = uniform(gen, (512, 1024), torch.bfloat16, cuda)
+    out = bi.gemm(a, w)
+    assert out.dtype == torch.bfloat16 and out.shape == (9, 512) and out.device == a.device
+    assert rel_error(out, F.linear(a.float(), w.float())) <= 1e-2
+
+
+# ---- attention (CPU tensors) vs SDPA ---------------------------------------------------------
+
+
+def sdpa_reference(q, cu, ks, vs, causal, scale):
+    """Each sequence through F.scaled_dot_product_attention in fp32, GQA by repeat_interleave;
+    the last q_len of kv_len tokens are the queries, so q_len < kv_len needs an explicit
+    bottom-right-aligned causal mask."""
+    out = torch.empty(q.shape, dtype=torch.float32)
+    for b in range(len(ks)):
+        qs = q[cu[b]: cu[b + 1]].float().transpose(0, 1)[None]  # [1, heads, q_len, d]
+        q_len, kv_len = qs.shape[2], ks[b].shape[0]
+        if q_len == 0:
+            continue
+        group = q.shape[1] // ks[b].shape[1]
+        k = ks[b].float().transpose(0, 1)[None].repeat_interleave(group, dim=1)
+        v = vs[b].float().transpose(0, 1)[None].repeat_interleave(group, dim=1)
+        if causal and q_len == kv_len:
+            o = F.scaled_dot_product_attention(qs, k, v, is_causal=True, scale=scale)
+        elif causal:
+            i = torch.arange(q_len)[:, None]
+            j = torch.arange(kv_len)[None, :]
+            mask = j <= kv_len - q_len + i  # True = attend
+            o = F.scaled_dot_product_attention(qs, k, v, attn_mask=mask, scale=scale)
+        else:
+            o = F.scaled_dot_product_attention(qs, k, v, scale=scale)
+        out[cu[b]: cu[b + 1]] = o[0].transpose(0, 1)
+    return out
+
+
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize("dtype", FLOATS, ids=FLOAT_IDS)
+@pytest.mark.parametrize(
+    "q_lens,kv_lens,q_heads,kv_heads,head_dim,page_size",
+    [([9], [9], 4, 4, 64, 4),  # prefill
+     ([1, 1], [33, 100], 8, 2, 128, 16),  # decode, GQA 4:1
+     ([4, 7], [20, 7], 7, 1, 64, 8)],  # chunked prefill + prefill, GQA 7:1
+    ids=["prefill", "decode_gqa", "chunked"])
+def test_attention_cpu_vs_sdpa(gen, dtype, causal, q_lens, kv_lens, q_heads, kv_heads, head_dim,
+                               page_size):
+    # Contiguous pages: sequence b owns pages start_b .. start_b + pages_b - 1, in order.
+    pages = [(n + page_size - 1) // page_size for n in kv_lens]
+    starts = [sum(pages[:b]) for b in range(len(pages))]
+    k_pages = uniform(gen, (sum(pages), page_size, kv_heads, head_dim), dtype, "cpu")
+    v_pages = uniform(gen, (sum(pages), page_size, kv_heads, head_dim), dtype, "cpu")
+    table = torch.zeros((len(kv_lens), max(pages)), dtype=torch.int32)
+    for b in range(len(kv_lens)):
+        table[b, : pages[b]] = torch.arange(starts[b], starts[b] + pages[b], dtype=torch.int32)
+    ks = [k_pages[starts[b]: starts[b] + pages[b]].reshape(-1, kv_heads, head_dim)[:n]
+          for b, n in enumerate(kv_lens)]
+    vs = [v_pages[starts[b]: starts[b] + pages[b]].reshape(-1, kv_heads, head_dim)[:n]
+          for b, n in enumerate(kv_lens)]
+    cu = torch.tensor([0] + list(itertools.accumulate(q_lens)), dtype=torch.int32)
+    q = uniform(gen, (int(cu[-1]), q_heads, head_dim), dtype, "cpu")
+    scale = 1.0 / math.sqrt(head_dim)
+
+    out = poisoned(q.shape, dtype, "cpu")
+    bi.attention(q, cu, k_pages, v_pages, table, torch.tensor(kv_lens, dtype=torch.int32),
+                 causal, scale, out=out)
+    ref = sdpa_reference(q, cu.tolist(), ks, vs, causal, scale)
+    assert rel_error(out, ref) <= TOL[dtype]
+
+
+# ---- binding behaviour and errors ------------------------------------------------------------
+
+
+def test_cpu_tensors_zero_copy(gen):
+    x = uniform(gen, (4, 64), torch.float32, "cpu")
+    w = uniform(gen, (64,), torch.float32, "cpu", 0.5, 1.5)
+    ref = llama_rms_norm(x, w, 1e-6)
+    bi.rms_norm(x, w, 1e-6, out=x)  # in place through data_ptr
+    assert rel_error(x, ref) <= 1e-5
+
+
+def test_errors_name_the_argument():
+    x = torch.zeros(3, 8)
+    with pytest.raises(BraidError) as e:
+        bi.rms_norm(x, torch.ones(5))
+    assert e.value.status == Status.SHAPE
+    assert "rms_norm: argument 'weight'" in e.value.message
+    with pytest.raises(BraidError) as e:
+        bi.rms_norm(x.double(), torch.ones(8))
+    assert e.value.status == Status.DTYPE and "argument 'x'" in e.value.message
+
+
+def test_float8_dtype_reaches_the_library():
+    # No op here takes float8, but the descriptor must carry it: the library names it.
+    x = torch.empty(2, 16, dtype=torch.float8_e4m3fn)
+    with pytest.raises(BraidError) as e:
+        bi.rms_norm(x, torch.empty(16, dtype=torch.float8_e4m3fn),
+                    out=torch.empty(2, 16, dtype=torch.float8_e4m3fn))
+    assert e.value.status == Status.DTYPE and "f8e4m3" in e.value.message
+
+
+def test_mixed_devices(cuda):
+    x = torch.zeros(3, 8, device=cuda)
+    with pytest.raises(BraidError) as e:
+        bi.rms_norm(x, torch.ones(8))
+    assert e.value.status == Status.DEVICE and "argument 'weight'" in e.value.message

@@ -1,0 +1,260 @@
+// The C API (include/braid/braid.h), used exactly as a C caller would: only braid.h, plain
+// descriptors, statuses and braid_last_error_message(). No braid C++ headers.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "braid/braid.h"
+
+namespace {
+
+uint64_t fresh_seed() {
+  static std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
+
+std::vector<float> random_floats(size_t n, uint64_t seed, float lo, float hi) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& f : v) f = dist(rng);
+  return v;
+}
+
+braid_tensor cpu_f32(void* data, std::vector<int64_t>& shape, int64_t* strides = nullptr) {
+  braid_tensor t{};
+  t.data = data;
+  t.device = {BRAID_DEVICE_CPU, 0};
+  t.ndim = static_cast<int32_t>(shape.size());
+  t.dtype = {BRAID_DTYPE_FLOAT, 32, 1};
+  t.shape = shape.data();
+  t.strides = strides;
+  t.byte_offset = 0;
+  return t;
+}
+
+// Hugging Face's RMSNorm in double: weight * x / sqrt(mean(x²) + eps). f32 rounding of the
+// intermediate is below the 1e-5 tolerance.
+float rms_ref(const float* row, int64_t row_step, const float* w, int64_t d, int64_t i,
+              float eps) {
+  double ss = 0;
+  for (int64_t j = 0; j < d; ++j) ss += double(row[j * row_step]) * row[j * row_step];
+  return static_cast<float>(w[i] * (row[i * row_step] / std::sqrt(ss / d + eps)));
+}
+
+std::string last_error() { return braid_last_error_message(); }
+
+void expect_message_has(const std::vector<std::string>& fragments) {
+  const std::string msg = last_error();
+  for (const auto& f : fragments)
+    EXPECT_NE(msg.find(f), std::string::npos) << "message \"" << msg << "\" lacks \"" << f << "\"";
+}
+
+// ---- rms_norm through descriptors ----
+
+TEST(CApi, RmsNormContiguousMatchesFormula) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const int64_t rows = 7, d = 33;
+  auto x = random_floats(rows * d, seed, -2, 2);
+  auto w = random_floats(d, seed + 1, 0.5f, 1.5f);
+  std::vector<float> out(rows * d, NAN);
+  std::vector<int64_t> xs{rows, d}, ws{d};
+  braid_tensor tx = cpu_f32(x.data(), xs), tw = cpu_f32(w.data(), ws), to = cpu_f32(out.data(), xs);
+
+  ASSERT_EQ(braid_rms_norm(&tx, &tw, 1e-6f, &to, nullptr), BRAID_OK) << last_error();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < d; ++i)
+      EXPECT_NEAR(out[r * d + i], rms_ref(&x[r * d], 1, w.data(), d, i, 1e-6f), 1e-5)
+          << "row " << r << " col " << i;
+}
+
+TEST(CApi, RmsNormExplicitStridesAndByteOffset) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  // x: 3 rows of 5 inside a buffer with row pitch 8, starting 2 floats in (via byte_offset).
+  const int64_t rows = 3, d = 5, pitch = 8, skip = 2;
+  auto buf = random_floats(skip + rows * pitch, seed, -2, 2);
+  auto w = random_floats(d, seed + 1, 0.5f, 1.5f);
+  std::vector<float> out(rows * pitch, NAN);
+  std::vector<int64_t> xs{rows, d}, ws{d};
+  int64_t strides[2] = {pitch, 1};
+  braid_tensor tx = cpu_f32(buf.data(), xs, strides);
+  tx.byte_offset = skip * sizeof(float);
+  braid_tensor tw = cpu_f32(w.data(), ws);
+  braid_tensor to = cpu_f32(out.data(), xs, strides);
+
+  ASSERT_EQ(braid_rms_norm(&tx, &tw, 1e-5f, &to, nullptr), BRAID_OK) << last_error();
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < d; ++i)
+      EXPECT_NEAR(out[r * pitch + i], rms_ref(&buf[skip + r * pitch], 1, w.data(), d, i, 1e-5f),
+                  1e-5)
+          << "row " << r << " col " << i;
+    for (int64_t i = d; i < pitch; ++i)
+      EXPECT_TRUE(std::isnan(out[r * pitch + i])) << "padding written at row " << r;
+  }
+}
+
+TEST(CApi, AddRmsNormUpdatesResidual) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const int64_t rows = 2, d = 16;
+  auto x = random_floats(rows * d, seed, -1, 1);
+  auto res = random_floats(rows * d, seed + 2, -1, 1);
+  auto w = random_floats(d, seed + 1, 0.5f, 1.5f);
+  std::vector<float> sum(rows * d), out(rows * d, NAN);
+  for (size_t i = 0; i < sum.size(); ++i) sum[i] = x[i] + res[i];
+  std::vector<int64_t> xs{rows, d}, ws{d};
+  braid_tensor tx = cpu_f32(x.data(), xs), tr = cpu_f32(res.data(), xs);
+  braid_tensor tw = cpu_f32(w.data(), ws), to = cpu_f32(out.data(), xs);
+
+  ASSERT_EQ(braid_add_rms_norm(&tx, &tr, &tw, 1e-6f, &to, nullptr), BRAID_OK) << last_error();
+  for (int64_t k = 0; k < rows * d; ++k) {
+    EXPECT_EQ(res[k], sum[k]);
+    EXPECT_NEAR(out[k], rms_ref(&sum[k / d * d], 1, w.data(), d, k % d, 1e-6f), 1e-5);
+  }
+}
+
+// ---- errors ----
+
+struct BadNormArgs {
+  std::vector<float> x = std::vector<float>(12, 1.0f), w = std::vector<float>(4, 1.0f),
+                     out = std::vector<float>(12);
+  std::vector<int64_t> xs{3, 4}, ws{4};
+  braid_tensor tx = cpu_f32(x.data(), xs), tw = cpu_f32(w.data(), ws), to = cpu_f32(out.data(), xs);
+  braid_status run() { return braid_rms_norm(&tx, &tw, 1e-6f, &to, nullptr); }
+};
+
+TEST(CApi, WrongShapeNamesOpAndArgument) {
+  BadNormArgs a;
+  std::vector<int64_t> wrong{5};
+  a.tw.shape = wrong.data();
+  EXPECT_EQ(a.run(), BRAID_ERR_SHAPE);
+  expect_message_has({"rms_norm", "argument 'weight'", "[4]", "[5]"});
+}
+
+TEST(CApi, UnknownDtypeCode) {
+  BadNormArgs a;
+  a.tx.dtype = {7, 8, 1};  // DLPack float8_e3m4: not a braid dtype
+  EXPECT_EQ(a.run(), BRAID_ERR_DTYPE);
+  expect_message_has({"rms_norm", "argument 'x'", "code 7"});
+}
+
+TEST(CApi, DtypeBitsMismatch) {
+  BadNormArgs a;
+  a.tw.dtype = {BRAID_DTYPE_FLOAT, 64, 1};  // f64
+  EXPECT_EQ(a.run(), BRAID_ERR_DTYPE);
+  expect_message_has({"rms_norm", "argument 'weight'", "bits 64"});
+  a.tw.dtype = {BRAID_DTYPE_FLOAT, 32, 4};  // vector lanes
+  EXPECT_EQ(a.run(), BRAID_ERR_DTYPE);
+  expect_message_has({"argument 'weight'", "lanes 4"});
+}
+
+TEST(CApi, DtypeMappedThroughToOpChecks) {
+  BadNormArgs a;
+  a.tw.dtype = {BRAID_DTYPE_BFLOAT, 16, 1};  // valid braid dtype, but not x's
+  EXPECT_EQ(a.run(), BRAID_ERR_DTYPE);
+  expect_message_has({"argument 'weight'", "f32", "bf16"});
+}
+
+TEST(CApi, UnknownDeviceType) {
+  BadNormArgs a;
+  a.to.device = {3, 0};  // kDLCUDAHost
+  EXPECT_EQ(a.run(), BRAID_ERR_DEVICE);
+  expect_message_has({"rms_norm", "argument 'out'", "device_type 3"});
+}
+
+TEST(CApi, MixedDevices) {
+  BadNormArgs a;
+  a.tw.device = {BRAID_DEVICE_CUDA, 0};  // never dereferenced: the check fails first
+  const braid_status st = a.run();
+  // A CPU-only build refuses CUDA tensors as unsupported only after the devices agree.
+  EXPECT_EQ(st, BRAID_ERR_DEVICE) << last_error();
+  expect_message_has({"rms_norm", "argument 'weight'", "cuda:0", "cpu"});
+}
+
+TEST(CApi, NullDescriptorAndBadNdim) {
+  BadNormArgs a;
+  EXPECT_EQ(braid_rms_norm(&a.tx, &a.tw, 1e-6f, nullptr, nullptr), BRAID_ERR_INVALID_ARGUMENT);
+  expect_message_has({"rms_norm", "argument 'out'", "NULL"});
+  a.tx.ndim = BRAID_MAX_DIMS + 1;
+  EXPECT_EQ(a.run(), BRAID_ERR_SHAPE);
+  expect_message_has({"argument 'x'", "ndim 7"});
+  a.tx.ndim = 2;
+  a.tx.shape = nullptr;
+  EXPECT_EQ(a.run(), BRAID_ERR_INVALID_ARGUMENT);
+  expect_message_has({"argument 'x'", "shape NULL"});
+}
+
+TEST(CApi, BadEpsIsInvalidArgument) {
+  BadNormArgs a;
+  EXPECT_EQ(braid_rms_norm(&a.tx, &a.tw, -1.0f, &a.to, nullptr), BRAID_ERR_INVALID_ARGUMENT);
+  expect_message_has({"rms_norm", "argument 'eps'"});
+}
+
+TEST(CApi, LastErrorIsPerThreadAndKeptOnSuccess) {
+  BadNormArgs a;
+  std::vector<int64_t> wrong{5};
+  braid_tensor good_w = a.tw;
+  a.tw.shape = wrong.data();
+  ASSERT_EQ(a.run(), BRAID_ERR_SHAPE);
+  const std::string mine = last_error();
+
+  std::string other;
+  std::thread t([&] {
+    BadNormArgs b;
+    b.tx.dtype = {7, 8, 1};
+    EXPECT_EQ(b.run(), BRAID_ERR_DTYPE);
+    other = last_error();
+  });
+  t.join();
+  EXPECT_NE(other.find("code 7"), std::string::npos) << other;
+  EXPECT_EQ(last_error(), mine);  // the other thread's failure did not overwrite ours
+
+  a.tw = good_w;
+  ASSERT_EQ(a.run(), BRAID_OK);
+  EXPECT_EQ(last_error(), mine);
+}
+
+// ---- library functions ----
+
+TEST(CApi, StatusStrings) {
+  const std::vector<std::pair<braid_status, std::string>> names = {
+      {BRAID_OK, "BRAID_OK"},
+      {BRAID_ERR_INVALID_ARGUMENT, "BRAID_ERR_INVALID_ARGUMENT"},
+      {BRAID_ERR_SHAPE, "BRAID_ERR_SHAPE"},
+      {BRAID_ERR_DTYPE, "BRAID_ERR_DTYPE"},
+      {BRAID_ERR_DEVICE, "BRAID_ERR_DEVICE"},
+      {BRAID_ERR_CUDA, "BRAID_ERR_CUDA"},
+      {BRAID_ERR_CUBLAS, "BRAID_ERR_CUBLAS"},
+      {BRAID_ERR_OUT_OF_MEMORY, "BRAID_ERR_OUT_OF_MEMORY"},
+      {BRAID_ERR_UNSUPPORTED, "BRAID_ERR_UNSUPPORTED"},
+      {BRAID_ERR_IO, "BRAID_ERR_IO"},
+      {BRAID_ERR_INTERNAL, "BRAID_ERR_INTERNAL"}};
+  for (const auto& [status, name] : names) EXPECT_EQ(braid_status_string(status), name);
+  EXPECT_STREQ(braid_status_string(static_cast<braid_status>(42)), "unknown status");
+}
+
+TEST(CApi, VersionAndDeviceCount) {
+  const std::string v = braid_version();
+  EXPECT_EQ(std::count(v.begin(), v.end(), '.'), 2) << v;
+  EXPECT_GE(braid_cuda_device_count(), 0);
+}
+
+TEST(CApi, RopeConfigDefaults) {
+  braid_rope_config c;
+  braid_rope_config_init(&c);
+  EXPECT_EQ(c.theta, 10000.0f);
+  EXPECT_EQ(c.rotary_dim, 0);
+  EXPECT_EQ(c.scaling, BRAID_ROPE_NONE);
+  EXPECT_EQ(c.original_max_position, 8192);
+  EXPECT_EQ(c.truncate, 1);
+}
+
+}  // namespace
