@@ -162,8 +162,8 @@ BRAID_API braid_status braid_silu_mul(const braid_tensor* x, const braid_tensor*
                                       void* stream);
 
 /* out = a @ w^T (+ bias), fp32 accumulation.
- * a [m, k] f16/bf16 (f32 too on the CPU), rows; w [n, k] a's dtype, contiguous; bias [n] a's
- * dtype or NULL; out [m, n] f16/bf16/f32, rows. */
+ * a [m, k] f16/bf16 (f32 too on the CPU), rows; w [n, k] a's dtype, contiguous; bias [n]
+ * out's dtype, or NULL; out [m, n] a's dtype or f32, rows. */
 BRAID_API braid_status braid_gemm(const braid_tensor* a, const braid_tensor* w,
                                   const braid_tensor* bias, const braid_tensor* out, void* stream);
 

@@ -99,8 +99,9 @@ void silu_mul(const Tensor& x, const Tensor& out, Stream stream = {});
 // gemm: out = a @ w^T (+ bias), fp32 accumulation.
 //   a    [m, k] f16 or bf16, rows (row stride >= k)
 //   w    [n, k] same dtype as a: the Hugging Face [out_features, in_features] layout, contiguous
-//   bias [n] same dtype as a, or undefined (Tensor{}) for none
-//   out  [m, n] f16, bf16 or f32, rows (row stride >= n)
+//   bias [n] same dtype as out (cuBLASLt's bias epilogue adds in the output type), contiguous,
+//        or undefined (Tensor{}) for none
+//   out  [m, n] a's dtype or f32, rows (row stride >= n)
 // On CUDA through cuBLASLt, with the heuristic's plan cached per shape. On the CPU inputs of f32
 // are also accepted (reference only).
 void gemm(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out,

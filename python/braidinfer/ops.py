@@ -196,7 +196,7 @@ def silu_mul(x, out=None, *, stream=None):
 
 def gemm(a, w, bias=None, out=None, *, out_dtype=None, stream=None):
     """out = a @ w.T (+ bias), fp32 accumulation (torch.nn.functional.linear).
-    a [m, k] f16/bf16 (f32 on the CPU); w [n, k]; bias [n] or None; out [m, n] f16/bf16/f32
+    a [m, k] f16/bf16 (f32 on the CPU); w [n, k]; bias [n] in out's dtype, or None; out [m, n] a's dtype or f32
     (allocated as out_dtype, default a's dtype)."""
     if out is None:
         _need_dims("gemm", "a", a, 2)

@@ -241,7 +241,7 @@ def test_gemm(seed, dtype, out_dtype, bias, m, n, k):
     rng = np.random.default_rng(seed)
     a = uniform(rng, (m, k), dtype)
     w = uniform(rng, (n, k), dtype)
-    b = uniform(rng, (n,), dtype) if bias else None
+    b = uniform(rng, (n,), out_dtype) if bias else None
     ref = a.astype(np.float64) @ w.astype(np.float64).T
     if bias:
         ref = ref + b.astype(np.float64)
