@@ -1,0 +1,12 @@
+// Subcommand groups of the braidinfer CLI. Each adds its subcommands to the app; the callback of
+// the one the user picked stores its exit status in `exit_code`.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace braid::cli {
+
+void add_info_command(CLI::App& app, int& exit_code);
+void add_bench_commands(CLI::App& app, int& exit_code);
+
+}  // namespace braid::cli

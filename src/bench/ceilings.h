@@ -1,0 +1,57 @@
+// `braidinfer bench ceilings`: the copy bandwidth, bf16 GEMM / GEMV rates and fixed launch costs
+// of the GPU in hand, against which every other benchmark is read.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench/report.h"
+#include "bench/timer.h"
+
+namespace braid::bench {
+
+struct GemmShape {
+  int64_t m, n, k;
+  std::string anchor;  // the H100 peer figure for this shape (ANCHORS.md), "" if none
+};
+
+// Sizes and repetitions; --quick shrinks both for smoke tests.
+struct CeilingsPlan {
+  size_t copy_bytes;          // per buffer; bytes moved per copy = 2 * copy_bytes
+  TimingConfig copy_timing;
+  std::vector<GemmShape> gemms;
+  TimingConfig gemm_timing;
+  GemmShape gemv;             // m = 1
+  int gemv_min_sets;          // weight copies rotated at least
+  TimingConfig gemv_timing;
+  TimingConfig launch_alone;  // per_launch
+  TimingConfig launch_back_to_back;
+  TimingConfig launch_graph;
+};
+CeilingsPlan ceilings_plan(bool quick);
+
+// Rows for a GEMM / GEMV of bf16 in and out: FLOPs 2mnk, bytes = a + w + out, each once.
+ResultRow gemm_row(const GemmShape& s, const Stats& stats, const std::string& timing);
+ResultRow gemv_row(const GemmShape& s, const Stats& stats, const std::string& timing, int sets);
+
+// copy ceiling = the fastest copy row; GEMM ceiling = the fastest gemm_bf16 row.
+Ceilings ceilings_from_rows(const std::vector<ResultRow>& rows);
+
+// The short summary printed under the table: the ceilings and the launch costs.
+std::string ceilings_summary(const Report& run);
+
+struct CeilingsOptions {
+  bool quick = false;
+  int device = 0;
+  std::function<void(const ResultRow&)> on_row;  // called as each row is measured
+};
+
+// Measures everything in the plan on CUDA device `options.device` and returns the run, with
+// device info, ceilings and provenance filled in. Throws braid::Error (unsupported) without a
+// CUDA device or in a CPU-only build.
+Report run_ceilings(const CeilingsOptions& options);
+
+}  // namespace braid::bench

@@ -1,0 +1,47 @@
+// Device description for reports, from the CUDA runtime and cuBLASLt.
+#include <cublasLt.h>
+
+#include "bench/device.h"
+#include "core/cuda_check.h"
+
+namespace braid::bench {
+
+std::optional<DeviceInfo> query_device(int index, std::string* reason) {
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no device" error
+    if (reason) *reason = std::string("no CUDA device: ") + cudaGetErrorString(err);
+    return std::nullopt;
+  }
+  if (index < 0 || index >= count) {
+    if (reason)
+      *reason = "no CUDA device " + std::to_string(index) + " (" + std::to_string(count) +
+                " visible)";
+    return std::nullopt;
+  }
+  cudaDeviceProp p{};
+  BRAID_CUDA_CHECK(cudaGetDeviceProperties(&p, index));
+  auto attr = [index](cudaDeviceAttr a) {
+    int v = 0;
+    BRAID_CUDA_CHECK(cudaDeviceGetAttribute(&v, a, index));
+    return v;
+  };
+  DeviceInfo d;
+  d.index = index;
+  d.name = p.name;
+  d.cc_major = p.major;
+  d.cc_minor = p.minor;
+  d.sm_count = p.multiProcessorCount;
+  d.memory_bytes = p.totalGlobalMem;
+  d.l2_bytes = static_cast<uint64_t>(p.l2CacheSize);
+  d.sm_clock_mhz = attr(cudaDevAttrClockRate) / 1000;  // attributes report kHz
+  d.memory_clock_mhz = attr(cudaDevAttrMemoryClockRate) / 1000;
+  d.memory_bus_bits = attr(cudaDevAttrGlobalMemoryBusWidth);
+  BRAID_CUDA_CHECK(cudaDriverGetVersion(&d.driver_version));
+  BRAID_CUDA_CHECK(cudaRuntimeGetVersion(&d.runtime_version));
+  d.cublas_version = static_cast<int>(cublasLtGetVersion());
+  return d;
+}
+
+}  // namespace braid::bench

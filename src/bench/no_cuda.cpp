@@ -1,0 +1,41 @@
+// CPU-only builds: the CUDA parts of the bench suite exist but say why they cannot run.
+#if !BRAID_WITH_CUDA
+
+#include <string>
+
+#include "bench/ceilings.h"
+#include "bench/device.h"
+#include "bench/kernels.h"
+#include "bench/timer.h"
+#include "braid/error.h"
+
+namespace braid::bench {
+
+namespace {
+
+constexpr const char* kNoCuda = "this build of braidinfer has no CUDA support";
+
+[[noreturn]] void no_cuda(const char* what) {
+  throw Error(ErrorKind::unsupported, std::string(what) + ": " + kNoCuda);
+}
+
+}  // namespace
+
+Stats time_launches(const LaunchFn&, const TimingConfig&) { no_cuda("bench timer"); }
+
+std::optional<DeviceInfo> query_device(int, std::string* reason) {
+  if (reason) *reason = kNoCuda;
+  return std::nullopt;
+}
+
+void fill_uniform(const Tensor&, uint64_t, float, float, Stream) { no_cuda("fill_uniform"); }
+void copy_kernel(const void*, void*, size_t, int, Stream) { no_cuda("copy_kernel"); }
+int copy_kernel_blocks() { no_cuda("copy_kernel"); }
+void launch_empty_kernel(Stream) { no_cuda("empty_kernel"); }
+void launch_minimal_rw_kernel(const int*, int*, Stream) { no_cuda("minimal_rw_kernel"); }
+
+Report run_ceilings(const CeilingsOptions&) { no_cuda("bench ceilings"); }
+
+}  // namespace braid::bench
+
+#endif  // !BRAID_WITH_CUDA

@@ -1,0 +1,364 @@
+#include "bench/report.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "braid/error.h"
+
+namespace braid::bench {
+
+// ---- device ----
+
+double reported_peak_gbps(const DeviceInfo& d) {
+  // Double data rate: two transfers per memory clock, bus_bits / 8 bytes each.
+  return 2.0 * d.memory_clock_mhz * 1e6 * (d.memory_bus_bits / 8.0) / 1e9;
+}
+
+std::string cuda_version_string(int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); }
+
+std::string cublas_version_string(int v) {
+  return fmt::format("{}.{}.{}", v / 10000, (v / 100) % 100, v % 100);
+}
+
+std::string describe_device(const DeviceInfo& d) {
+  return fmt::format(
+      "device {}: {} (compute capability {}.{}, {} SMs)\n"
+      "  memory {}, L2 {}, bus {} bit, memory clock {} MHz (reported peak {:.0f} GB/s), "
+      "SM clock {} MHz\n"
+      "  driver {}, CUDA runtime {}, cuBLASLt {}\n",
+      d.index, d.name, d.cc_major, d.cc_minor, d.sm_count, format_bytes(double(d.memory_bytes)),
+      format_bytes(double(d.l2_bytes)), d.memory_bus_bits, d.memory_clock_mhz,
+      reported_peak_gbps(d), d.sm_clock_mhz, cuda_version_string(d.driver_version),
+      cuda_version_string(d.runtime_version), cublas_version_string(d.cublas_version));
+}
+
+// ---- rates ----
+
+std::optional<double> achieved_gbps(const ResultRow& r) {
+  if (r.bytes <= 0 || r.stats.median_us <= 0) return std::nullopt;
+  return r.bytes / r.stats.median_us / 1e3;  // bytes/us = MB/s
+}
+
+std::optional<double> achieved_tflops(const ResultRow& r) {
+  if (r.flops <= 0 || r.stats.median_us <= 0) return std::nullopt;
+  return r.flops / r.stats.median_us / 1e6;
+}
+
+std::optional<double> percent_of_ceiling(const ResultRow& r, const Ceilings& c) {
+  if (r.bound == Bound::memory) {
+    auto v = achieved_gbps(r);
+    if (v && c.copy_gbps > 0) return 100.0 * *v / c.copy_gbps;
+  } else if (r.bound == Bound::compute) {
+    auto v = achieved_tflops(r);
+    if (v && c.gemm_tflops > 0) return 100.0 * *v / c.gemm_tflops;
+  }
+  return std::nullopt;
+}
+
+// ---- provenance ----
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  std::array<char, 32> buf{};
+  std::strftime(buf.data(), buf.size(), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf.data();
+}
+
+namespace {
+
+// stdout of a shell command, trailing whitespace removed; nullopt if it could not run or failed.
+std::optional<std::string> command_output(const char* cmd) {
+  FILE* p = popen(cmd, "r");
+  if (!p) return std::nullopt;
+  std::string out;
+  std::array<char, 256> buf{};
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  if (pclose(p) != 0) return std::nullopt;
+  while (!out.empty() && std::isspace(static_cast<unsigned char>(out.back()))) out.pop_back();
+  return out;
+}
+
+}  // namespace
+
+std::string git_commit() {
+  if (const char* env = std::getenv("BRAID_GIT_COMMIT"); env && *env) return env;
+  auto head = command_output("git rev-parse --short=12 HEAD 2>/dev/null");
+  if (!head || head->empty()) return "unknown";
+  auto changes = command_output("git status --porcelain --untracked-files=no 2>/dev/null");
+  if (changes && !changes->empty()) *head += "+dirty";
+  return *head;
+}
+
+// ---- JSON ----
+
+namespace {
+
+const char* bound_name(Bound b) {
+  switch (b) {
+    case Bound::none: return "none";
+    case Bound::memory: return "memory";
+    case Bound::compute: return "compute";
+  }
+  return "none";
+}
+
+nlohmann::json optional_number(std::optional<double> v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+nlohmann::json device_json(const DeviceInfo& d) {
+  return {{"index", d.index},
+          {"name", d.name},
+          {"compute_capability", fmt::format("{}.{}", d.cc_major, d.cc_minor)},
+          {"sm_count", d.sm_count},
+          {"memory_bytes", d.memory_bytes},
+          {"l2_bytes", d.l2_bytes},
+          {"sm_clock_mhz", d.sm_clock_mhz},
+          {"memory_clock_mhz", d.memory_clock_mhz},
+          {"memory_bus_bits", d.memory_bus_bits},
+          {"reported_peak_gbps", reported_peak_gbps(d)},
+          {"driver_version", cuda_version_string(d.driver_version)},
+          {"driver_version_code", d.driver_version},
+          {"runtime_version", cuda_version_string(d.runtime_version)},
+          {"runtime_version_code", d.runtime_version},
+          {"cublas_version", cublas_version_string(d.cublas_version)},
+          {"cublas_version_code", d.cublas_version}};
+}
+
+// Field access that names the field when it is missing or of the wrong type.
+[[noreturn]] void bad_json(const std::string& field, const std::string& expected,
+                           const nlohmann::json* got) {
+  throw Error(ErrorKind::io, fmt::format("bench json: field '{}': expected {}, got {}", field,
+                                         expected, got ? got->type_name() : "nothing"));
+}
+
+std::string join(std::string_view path, std::string_view key) {
+  std::string s(path);
+  if (!s.empty()) s += ".";
+  return s.append(key);
+}
+
+const nlohmann::json& field(const nlohmann::json& j, std::string_view path,
+                            std::string_view key) {
+  const std::string name = join(path, key);
+  if (!j.is_object()) bad_json(path.empty() ? "(top level)" : std::string(path), "an object", &j);
+  auto it = j.find(std::string(key));
+  if (it == j.end()) bad_json(name, "a value", nullptr);
+  return *it;
+}
+
+std::string get_string(const nlohmann::json& j, std::string_view path, std::string_view key) {
+  const auto& v = field(j, path, key);
+  if (!v.is_string()) bad_json(join(path, key), "a string", &v);
+  return v.get<std::string>();
+}
+
+double get_number(const nlohmann::json& j, std::string_view path, std::string_view key) {
+  const auto& v = field(j, path, key);
+  if (!v.is_number()) bad_json(join(path, key), "a number", &v);
+  return v.get<double>();
+}
+
+// Number or null (null reads as 0: "not measured").
+double get_number_or_null(const nlohmann::json& j, std::string_view path,
+                          std::string_view key) {
+  const auto& v = field(j, path, key);
+  if (v.is_null()) return 0.0;
+  if (!v.is_number()) bad_json(join(path, key), "a number or null", &v);
+  return v.get<double>();
+}
+
+int get_int(const nlohmann::json& j, std::string_view path, std::string_view key) {
+  const auto& v = field(j, path, key);
+  if (!v.is_number_integer()) bad_json(join(path, key), "an integer", &v);
+  return v.get<int>();
+}
+
+Bound bound_from_name(const std::string& s, const std::string& path) {
+  if (s == "none") return Bound::none;
+  if (s == "memory") return Bound::memory;
+  if (s == "compute") return Bound::compute;
+  throw Error(ErrorKind::io, fmt::format("bench json: field '{}.bound': expected none, memory "
+                                         "or compute, got \"{}\"", path, s));
+}
+
+DeviceInfo device_from_json(const nlohmann::json& j) {
+  const std::string p = "device";
+  DeviceInfo d;
+  d.index = get_int(j, p, "index");
+  d.name = get_string(j, p, "name");
+  const std::string cc = get_string(j, p, "compute_capability");
+  if (std::sscanf(cc.c_str(), "%d.%d", &d.cc_major, &d.cc_minor) != 2)
+    bad_json(p + ".compute_capability", "\"<major>.<minor>\"", &field(j, p, "compute_capability"));
+  d.sm_count = get_int(j, p, "sm_count");
+  d.memory_bytes = static_cast<uint64_t>(get_number(j, p, "memory_bytes"));
+  d.l2_bytes = static_cast<uint64_t>(get_number(j, p, "l2_bytes"));
+  d.sm_clock_mhz = get_int(j, p, "sm_clock_mhz");
+  d.memory_clock_mhz = get_int(j, p, "memory_clock_mhz");
+  d.memory_bus_bits = get_int(j, p, "memory_bus_bits");
+  d.driver_version = get_int(j, p, "driver_version_code");
+  d.runtime_version = get_int(j, p, "runtime_version_code");
+  d.cublas_version = get_int(j, p, "cublas_version_code");
+  return d;
+}
+
+}  // namespace
+
+nlohmann::json to_json(const Report& run) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const ResultRow& r : run.rows) {
+    rows.push_back({{"name", r.name},
+                    {"params", r.params},
+                    {"timing", r.timing},
+                    {"samples", r.stats.count},
+                    {"median_us", r.stats.median_us},
+                    {"min_us", r.stats.min_us},
+                    {"max_us", r.stats.max_us},
+                    {"mean_us", r.stats.mean_us},
+                    {"bytes", r.bytes},
+                    {"flops", r.flops},
+                    {"bound", bound_name(r.bound)},
+                    {"gbps", optional_number(achieved_gbps(r))},
+                    {"tflops", optional_number(achieved_tflops(r))},
+                    {"percent_of_ceiling", optional_number(percent_of_ceiling(r, run.ceilings))},
+                    {"note", r.note}});
+  }
+  auto positive = [](double v) { return v > 0 ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  return {{"schema", "braidinfer.bench.run/1"},
+          {"suite", run.suite},
+          {"git_commit", run.git_commit},
+          {"date_utc", run.date_utc},
+          {"device", run.has_device ? device_json(run.device) : nlohmann::json(nullptr)},
+          {"ceilings",
+           {{"copy_gbps", positive(run.ceilings.copy_gbps)},
+            {"gemm_tflops", positive(run.ceilings.gemm_tflops)}}},
+          {"rows", rows}};
+}
+
+Report report_from_json(const nlohmann::json& j) {
+  const std::string schema = get_string(j, "", "schema");
+  if (schema != "braidinfer.bench.run/1")
+    throw Error(ErrorKind::io, "bench json: field 'schema': expected \"braidinfer.bench.run/1\", "
+                               "got \"" + schema + "\"");
+  Report run;
+  run.suite = get_string(j, "", "suite");
+  run.git_commit = get_string(j, "", "git_commit");
+  run.date_utc = get_string(j, "", "date_utc");
+  const auto& dev = field(j, "", "device");
+  if (!dev.is_null()) {
+    run.has_device = true;
+    run.device = device_from_json(dev);
+  }
+  const auto& ceil = field(j, "", "ceilings");
+  run.ceilings.copy_gbps = get_number_or_null(ceil, "ceilings", "copy_gbps");
+  run.ceilings.gemm_tflops = get_number_or_null(ceil, "ceilings", "gemm_tflops");
+  const auto& rows = field(j, "", "rows");
+  if (!rows.is_array()) bad_json("rows", "an array", &rows);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const std::string p = fmt::format("rows[{}]", i);
+    const auto& rj = rows[i];
+    ResultRow r;
+    r.name = get_string(rj, p, "name");
+    r.params = get_string(rj, p, "params");
+    r.timing = get_string(rj, p, "timing");
+    r.stats.count = get_int(rj, p, "samples");
+    r.stats.median_us = get_number(rj, p, "median_us");
+    r.stats.min_us = get_number(rj, p, "min_us");
+    r.stats.max_us = get_number(rj, p, "max_us");
+    r.stats.mean_us = get_number(rj, p, "mean_us");
+    r.bytes = get_number(rj, p, "bytes");
+    r.flops = get_number(rj, p, "flops");
+    r.bound = bound_from_name(get_string(rj, p, "bound"), p);
+    r.note = get_string(rj, p, "note");
+    run.rows.push_back(std::move(r));
+  }
+  return run;
+}
+
+void write_json(const Report& run, const std::string& path) {
+  std::ofstream f(path);
+  if (!f) throw Error(ErrorKind::io, "bench: cannot open '" + path + "' for writing");
+  f << to_json(run).dump(2) << "\n";
+  f.close();
+  if (!f) throw Error(ErrorKind::io, "bench: writing '" + path + "' failed");
+}
+
+// ---- table ----
+
+std::string format_us(double us) {
+  if (us < 10) return fmt::format("{:.3f}", us);
+  if (us < 1000) return fmt::format("{:.2f}", us);
+  return fmt::format("{:.1f}", us);
+}
+
+std::string format_rate(double v) {
+  if (v < 10) return fmt::format("{:.3f}", v);
+  if (v < 100) return fmt::format("{:.2f}", v);
+  if (v < 1000) return fmt::format("{:.1f}", v);
+  return fmt::format("{:.0f}", v);
+}
+
+std::string format_bytes(double bytes) {
+  constexpr double KiB = 1024.0, MiB = KiB * 1024, GiB = MiB * 1024;
+  if (bytes >= GiB) return fmt::format("{:.2f} GiB", bytes / GiB);
+  if (bytes >= MiB) return fmt::format("{:.1f} MiB", bytes / MiB);
+  if (bytes >= KiB) return fmt::format("{:.1f} KiB", bytes / KiB);
+  return fmt::format("{:.0f} B", bytes);
+}
+
+std::string format_table(const Report& run) {
+  struct Column {
+    const char* title;
+    bool right;  // numbers right-aligned, text left-aligned
+  };
+  const std::vector<Column> cols = {{"name", false},      {"params", false},   {"timing", false},
+                                    {"median us", true},  {"min us", true},    {"max us", true},
+                                    {"GB/s", true},       {"TFLOP/s", true},   {"% ceil", true},
+                                    {"note", false}};
+  auto or_dash = [](std::optional<double> v, auto fmt_fn) { return v ? fmt_fn(*v) : "-"; };
+  std::vector<std::vector<std::string>> cells;
+  for (const ResultRow& r : run.rows) {
+    cells.push_back({r.name, r.params, r.timing, format_us(r.stats.median_us),
+                     format_us(r.stats.min_us), format_us(r.stats.max_us),
+                     or_dash(achieved_gbps(r), format_rate), or_dash(achieved_tflops(r), format_rate),
+                     or_dash(percent_of_ceiling(r, run.ceilings),
+                             [](double p) { return fmt::format("{:.1f}", p); }),
+                     r.note});
+  }
+  std::vector<size_t> width(cols.size());
+  for (size_t c = 0; c < cols.size(); ++c) {
+    width[c] = std::string(cols[c].title).size();
+    for (const auto& row : cells) width[c] = std::max(width[c], row[c].size());
+  }
+  auto line = [&](const std::vector<std::string>& v) {
+    std::string s;
+    for (size_t c = 0; c < cols.size(); ++c) {
+      if (c > 0) s += "  ";
+      s += cols[c].right ? fmt::format("{:>{}}", v[c], width[c]) : fmt::format("{:<{}}", v[c], width[c]);
+    }
+    while (!s.empty() && s.back() == ' ') s.pop_back();
+    return s + "\n";
+  };
+  std::vector<std::string> header;
+  for (const auto& c : cols) header.push_back(c.title);
+  std::string out = line(header);
+  std::vector<std::string> rule;
+  for (size_t w : width) rule.push_back(std::string(w, '-'));
+  out += line(rule);
+  for (const auto& row : cells) out += line(row);
+  return out;
+}
+
+}  // namespace braid::bench

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# The one script run on the GPU machine: environment, build (or a carried build), GPU tests,
+# Python tests, and the ceilings benchmark. Logs and JSON go to $OUT (default ./device-out), at
+# most 7 files: env.log build.log tests.log gtest.json pytest.log ceilings.log ceilings.json.
+# Every step runs even when an earlier one failed (steps that need the build are skipped if it
+# failed); the script exits non-zero if any step failed and prints a summary table last.
+#
+# It only reads the GPU's state (nvidia-smi queries): it never changes clocks, power limits,
+# compute mode, persistence or MIG, and never resets the card.
+#
+# Environment:
+#   BUILD_DIR         a carried build folder holding braidinfer and tests/braid_tests: used as is
+#   OUT               where logs go (default ./device-out)
+#   GTEST_FILTER      passed to braid_tests (default: all tests)
+#   CEILINGS_ARGS     extra arguments for `braidinfer bench ceilings` (e.g. --quick)
+#   BRAID_GIT_COMMIT  commit recorded in the JSON when the tree travels without .git
+# shellcheck disable=SC2317  # the step functions are called indirectly, through run_step
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT"
+OUT=${OUT:-$ROOT/device-out}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PATH="/usr/local/cuda/bin:$PATH"
+
+STEP_NAMES=()
+STEP_STATUS=()
+STEP_SECONDS=()
+FAILED=0
+
+# run_step NAME FUNCTION: runs FUNCTION, records pass/FAIL and its wall time, never aborts.
+run_step() {
+  local name=$1 fn=$2 start end rc
+  echo
+  echo "=== $name ==="
+  start=$(date +%s.%N)
+  set +e
+  ( set -euo pipefail; "$fn" )
+  rc=$?
+  set -e
+  end=$(date +%s.%N)
+  STEP_NAMES+=("$name")
+  STEP_SECONDS+=("$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')")
+  if [[ $rc -eq 0 ]]; then
+    STEP_STATUS+=("pass")
+  else
+    STEP_STATUS+=("FAIL (exit $rc)")
+    FAILED=1
+  fi
+}
+
+skip_step() {  # skip_step NAME REASON
+  STEP_NAMES+=("$1")
+  STEP_STATUS+=("skipped: $2")
+  STEP_SECONDS+=("0.0")
+}
+
+env_info() {
+  {
+    echo "date (UTC): $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "host: $(uname -srm), $(nproc) cores"
+    nvidia-smi || echo "nvidia-smi failed"
+    # Read-only query of the state the card is in (clocks as found, not as set by us).
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem,power.draw,power.limit,temperature.gpu,persistence_mode \
+      --format=csv || true
+    nvcc --version | tail -n 2 || echo "nvcc not found"
+    cmake --version | head -n 1 || true
+    echo "ninja $(ninja --version 2>/dev/null || echo 'not found')"
+    g++ --version | head -n 1 || true
+    python3 -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)' \
+      2>/dev/null || echo "python3/torch not available"
+    echo "git commit: ${BRAID_GIT_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)}"
+  } 2>&1 | tee "$OUT/env.log"
+}
+
+BIN=""
+build() {
+  cmake -S "$ROOT" -B "$ROOT/build-device" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CUDA_ARCHITECTURES=90a 2>&1 | tee "$OUT/build.log"
+  cmake --build "$ROOT/build-device" -j "$(nproc)" 2>&1 | tee -a "$OUT/build.log"
+}
+
+gpu_tests() {
+  "$BIN/tests/braid_tests" --gtest_output="json:$OUT/gtest.json" \
+    ${GTEST_FILTER:+--gtest_filter="$GTEST_FILTER"} 2>&1 | tee "$OUT/tests.log"
+}
+
+python_tests() {
+  local lib="$BIN/libbraid.so"
+  if [[ ! -f "$lib" ]]; then
+    echo "no $lib in the build" | tee "$OUT/pytest.log"
+    return 1
+  fi
+  BRAIDINFER_LIBRARY="$lib" PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}" \
+    python3 -m pytest -q python/tests 2>&1 | tee "$OUT/pytest.log"
+}
+
+ceilings() {
+  # shellcheck disable=SC2086  # CEILINGS_ARGS is a list of flags
+  "$BIN/braidinfer" bench ceilings --json "$OUT/ceilings.json" ${CEILINGS_ARGS:-} 2>&1 |
+    tee "$OUT/ceilings.log"
+}
+
+run_step "environment" env_info
+
+if [[ -n "${BUILD_DIR:-}" && -x "$BUILD_DIR/braidinfer" && -x "$BUILD_DIR/tests/braid_tests" ]]; then
+  BIN=$(cd "$BUILD_DIR" && pwd)
+  echo "using the carried build in $BIN" | tee "$OUT/build.log"
+  skip_step "build" "carried build $BUILD_DIR"
+else
+  if [[ -n "${BUILD_DIR:-}" ]]; then
+    echo "BUILD_DIR=$BUILD_DIR lacks braidinfer or tests/braid_tests: building instead"
+  fi
+  run_step "build" build
+  BIN="$ROOT/build-device"
+fi
+
+if [[ -x "$BIN/braidinfer" && -x "$BIN/tests/braid_tests" ]]; then
+  run_step "gpu tests (braid_tests)" gpu_tests
+  if [[ -d python/tests ]]; then
+    run_step "python tests" python_tests
+  else
+    skip_step "python tests" "no python/tests"
+  fi
+  run_step "bench ceilings" ceilings
+else
+  FAILED=1
+  for s in "gpu tests (braid_tests)" "python tests" "bench ceilings"; do skip_step "$s" "no build"; done
+fi
+
+echo
+echo "=== summary (logs in $OUT) ==="
+printf '%-26s %-40s %8s\n' "step" "status" "seconds"
+for i in "${!STEP_NAMES[@]}"; do
+  printf '%-26s %-40s %8s\n' "${STEP_NAMES[$i]}" "${STEP_STATUS[$i]}" "${STEP_SECONDS[$i]}"
+done
+exit "$FAILED"
