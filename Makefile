@@ -18,12 +18,13 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
-# Python tests first, ctest last: its summary line closes the output.
+# Python tests first, ctest last, then one closing line: 'ctest: N passed, N failed, N skipped'.
 test: build
 	@if [ -d python/tests ]; then \
 	  BRAIDINFER_LIBRARY=$(CURDIR)/$(BUILD)/libbraid.so $(PYTHON) -m pytest -q python/tests; \
 	fi
-	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --output-junit ctest.xml; \
+	  status=$$?; $(PYTHON) $(CURDIR)/scripts/test_summary.py ctest.xml; exit $$status
 
 clean:
 	rm -rf $(BUILD)

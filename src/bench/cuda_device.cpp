@@ -1,10 +1,28 @@
 // Device description for reports, from the CUDA runtime and cuBLASLt.
 #include <cublasLt.h>
 
+#include <fstream>
+#include <regex>
+#include <string>
+
 #include "bench/device.h"
 #include "core/cuda_check.h"
 
 namespace braid::bench {
+
+namespace {
+
+// The kernel module's version ("580.159.04") from /proc/driver/nvidia/version; "" elsewhere.
+std::string kernel_driver_version() {
+  std::ifstream f("/proc/driver/nvidia/version");
+  std::string line;
+  std::getline(f, line);
+  std::smatch m;
+  if (std::regex_search(line, m, std::regex(R"(Kernel Module[^0-9]*([0-9]+(\.[0-9]+)+))"))) return m[1];
+  return "";
+}
+
+}  // namespace
 
 std::optional<DeviceInfo> query_device(int index, std::string* reason) {
   int count = 0;
@@ -39,6 +57,7 @@ std::optional<DeviceInfo> query_device(int index, std::string* reason) {
   d.memory_clock_mhz = attr(cudaDevAttrMemoryClockRate) / 1000;
   d.memory_bus_bits = attr(cudaDevAttrGlobalMemoryBusWidth);
   BRAID_CUDA_CHECK(cudaDriverGetVersion(&d.driver_version));
+  d.kernel_driver = kernel_driver_version();
   BRAID_CUDA_CHECK(cudaRuntimeGetVersion(&d.runtime_version));
   d.cublas_version = static_cast<int>(cublasLtGetVersion());
   return d;

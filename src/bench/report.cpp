@@ -34,10 +34,12 @@ std::string describe_device(const DeviceInfo& d) {
       "device {}: {} (compute capability {}.{}, {} SMs)\n"
       "  memory {}, L2 {}, bus {} bit, memory clock {} MHz (reported peak {:.0f} GB/s), "
       "SM clock {} MHz\n"
-      "  driver {}, CUDA runtime {}, cuBLASLt {}\n",
+      "  driver {} (CUDA {}), CUDA runtime {}, cuBLASLt {}\n",
       d.index, d.name, d.cc_major, d.cc_minor, d.sm_count, format_bytes(double(d.memory_bytes)),
       format_bytes(double(d.l2_bytes)), d.memory_bus_bits, d.memory_clock_mhz,
-      reported_peak_gbps(d), d.sm_clock_mhz, cuda_version_string(d.driver_version),
+      reported_peak_gbps(d), d.sm_clock_mhz,
+      d.kernel_driver.empty() ? std::string("unknown") : d.kernel_driver,
+      cuda_version_string(d.driver_version),
       cuda_version_string(d.runtime_version), cublas_version_string(d.cublas_version));
 }
 
@@ -131,6 +133,7 @@ nlohmann::json device_json(const DeviceInfo& d) {
           {"reported_peak_gbps", reported_peak_gbps(d)},
           {"driver_version", cuda_version_string(d.driver_version)},
           {"driver_version_code", d.driver_version},
+          {"kernel_driver", d.kernel_driver},
           {"runtime_version", cuda_version_string(d.runtime_version)},
           {"runtime_version_code", d.runtime_version},
           {"cublas_version", cublas_version_string(d.cublas_version)},
@@ -209,6 +212,7 @@ DeviceInfo device_from_json(const nlohmann::json& j) {
   d.memory_clock_mhz = get_int(j, p, "memory_clock_mhz");
   d.memory_bus_bits = get_int(j, p, "memory_bus_bits");
   d.driver_version = get_int(j, p, "driver_version_code");
+  d.kernel_driver = j.value("kernel_driver", std::string());  // absent in older results
   d.runtime_version = get_int(j, p, "runtime_version_code");
   d.cublas_version = get_int(j, p, "cublas_version_code");
   return d;

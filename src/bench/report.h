@@ -26,6 +26,7 @@ struct DeviceInfo {
   int memory_clock_mhz = 0;
   int memory_bus_bits = 0;
   int driver_version = 0;   // cudaDriverGetVersion: 13000 = 13.0
+  std::string kernel_driver;  // the NVIDIA kernel module's version, "580.159.04" ("" if unknown)
   int runtime_version = 0;  // cudaRuntimeGetVersion
   int cublas_version = 0;   // cublasLtGetVersion: 130100 = 13.1.0
 };

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "braid/error.h"
+#include "core/device_guard.h"
 #if BRAID_WITH_CUDA
 #include "core/cuda_check.h"
 #endif
@@ -144,6 +145,9 @@ void empty_cache() {}
 size_t bytes_in_use() { return 0; }
 size_t bytes_cached() { return 0; }
 }  // namespace cuda_allocator
+
+DeviceGuard::DeviceGuard(Device) {}
+DeviceGuard::~DeviceGuard() = default;
 
 StreamOwner::StreamOwner() { throw_no_cuda("stream"); }
 StreamOwner::~StreamOwner() = default;

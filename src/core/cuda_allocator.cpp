@@ -7,6 +7,7 @@
 
 #include "braid/buffer.h"
 #include "core/cuda_check.h"
+#include "core/device_guard.h"
 
 namespace braid {
 
@@ -36,17 +37,6 @@ size_t size_class(size_t bytes) {
   return (bytes + g - 1) / g * g;
 }
 
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    BRAID_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (previous_ != device) BRAID_CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~DeviceGuard() { cudaSetDevice(previous_); }
-
- private:
-  int previous_ = 0;
-};
 
 }  // namespace
 
@@ -67,7 +57,7 @@ void* allocate(size_t bytes, int device) {
       return ptr;
     }
   }
-  DeviceGuard guard(device);
+  DeviceGuard guard(Device::cuda(device));
   void* ptr = nullptr;
   cudaError_t err = cudaMalloc(&ptr, cls);
   if (err == cudaErrorMemoryAllocation) {
@@ -104,7 +94,7 @@ void empty_cache() {
   Pool& p = pool();
   std::lock_guard lock(p.mutex);
   for (auto& [key, ptrs] : p.free_lists) {
-    DeviceGuard guard(key.first);
+    DeviceGuard guard(Device::cuda(key.first));
     for (void* ptr : ptrs) cudaFree(ptr);
     p.cached -= key.second * ptrs.size();
     ptrs.clear();

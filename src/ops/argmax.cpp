@@ -1,5 +1,6 @@
 // argmax: argument checks and dispatch.
 #include "braid/ops.h"
+#include "core/device_guard.h"
 #include "ops/check.h"
 #include "ops/cpu/cpu_ops.h"
 #if BRAID_WITH_CUDA
@@ -25,6 +26,7 @@ void argmax(const Tensor& x, const Tensor& out, Stream stream) {
   if (x.rows() == 0) return;
   if (dev.is_cpu()) return cpu::argmax(x, out);
 #if BRAID_WITH_CUDA
+  DeviceGuard guard(dev);
   cuda::argmax(x, out, stream);
 #else
   (void)stream;

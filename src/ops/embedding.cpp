@@ -1,5 +1,6 @@
 // embedding: argument checks and dispatch.
 #include "braid/ops.h"
+#include "core/device_guard.h"
 #include "ops/check.h"
 #include "ops/cpu/cpu_ops.h"
 #if BRAID_WITH_CUDA
@@ -26,6 +27,7 @@ void embedding(const Tensor& ids, const Tensor& table, const Tensor& out, Stream
   if (out.numel() == 0) return;
   if (dev.is_cpu()) return cpu::embedding(ids, table, out);
 #if BRAID_WITH_CUDA
+  DeviceGuard guard(dev);
   cuda::embedding(ids, table, out, stream);
 #else
   (void)stream;

@@ -2,6 +2,7 @@
 #include <string>
 
 #include "braid/ops.h"
+#include "core/device_guard.h"
 #include "ops/check.h"
 #include "ops/cpu/cpu_ops.h"
 #if BRAID_WITH_CUDA
@@ -62,6 +63,7 @@ void gemm(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& ou
   if (m == 0) return;
   if (dev.is_cpu()) return cpu::gemm(a, w, bias, out);
 #if BRAID_WITH_CUDA
+  DeviceGuard guard(dev);
   cuda::gemm(a, w, bias, out, stream);
 #else
   (void)stream;

@@ -1,5 +1,6 @@
 // rms_norm and add_rms_norm: argument checks and dispatch.
 #include "braid/ops.h"
+#include "core/device_guard.h"
 #include "ops/check.h"
 #include "ops/cpu/cpu_ops.h"
 #if BRAID_WITH_CUDA
@@ -32,6 +33,7 @@ void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& ou
   if (x.numel() == 0) return;
   if (dev.is_cpu()) return cpu::rms_norm(x, weight, eps, out);
 #if BRAID_WITH_CUDA
+  DeviceGuard guard(dev);
   cuda::rms_norm(x, weight, eps, out, stream);
 #else
   (void)stream;
@@ -50,6 +52,7 @@ void add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight,
   if (x.numel() == 0) return;
   if (dev.is_cpu()) return cpu::add_rms_norm(x, residual, weight, eps, out);
 #if BRAID_WITH_CUDA
+  DeviceGuard guard(dev);
   cuda::add_rms_norm(x, residual, weight, eps, out, stream);
 #else
   (void)stream;

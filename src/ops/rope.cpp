@@ -6,6 +6,7 @@
 #include <string>
 
 #include "braid/ops.h"
+#include "core/device_guard.h"
 #include "ops/check.h"
 #include "ops/cpu/cpu_ops.h"
 #if BRAID_WITH_CUDA
@@ -172,6 +173,7 @@ void rope_apply(const Tensor& q, const Tensor& k, const Tensor& positions, const
   if (q.numel() == 0 && (!has_k || k.numel() == 0)) return;
   if (dev.is_cpu()) return cpu::rope_apply(q, has_k ? k : none, positions, table);
 #if BRAID_WITH_CUDA
+  DeviceGuard guard(dev);
   cuda::rope_apply(q, has_k ? k : none, positions, table, stream);
 #else
   (void)stream;

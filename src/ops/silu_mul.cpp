@@ -1,5 +1,6 @@
 // silu_mul: argument checks and dispatch.
 #include "braid/ops.h"
+#include "core/device_guard.h"
 #include "ops/check.h"
 #include "ops/cpu/cpu_ops.h"
 #if BRAID_WITH_CUDA
@@ -28,6 +29,7 @@ void silu_mul(const Tensor& x, const Tensor& out, Stream stream) {
   if (out.numel() == 0) return;
   if (dev.is_cpu()) return cpu::silu_mul(x, out);
 #if BRAID_WITH_CUDA
+  DeviceGuard guard(dev);
   cuda::silu_mul(x, out, stream);
 #else
   (void)stream;

@@ -1,5 +1,6 @@
 // softmax: argument checks and dispatch.
 #include "braid/ops.h"
+#include "core/device_guard.h"
 #include "ops/check.h"
 #include "ops/cpu/cpu_ops.h"
 #if BRAID_WITH_CUDA
@@ -23,6 +24,7 @@ void softmax(const Tensor& x, const Tensor& out, Stream stream) {
   if (x.numel() == 0) return;
   if (dev.is_cpu()) return cpu::softmax(x, out);
 #if BRAID_WITH_CUDA
+  DeviceGuard guard(dev);
   cuda::softmax(x, out, stream);
 #else
   (void)stream;

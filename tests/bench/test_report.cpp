@@ -81,7 +81,8 @@ TEST(BenchReport, PercentOfCeilingFollowsTheBound) {
 }
 
 TEST(BenchReport, DeviceDescription) {
-  const DeviceInfo d = h100();
+  DeviceInfo d = h100();
+  d.kernel_driver = "580.159.04";
   EXPECT_NEAR(reported_peak_gbps(d), 2 * 2619e6 * 640 / 1e9, 1e-6);  // 3352 GB/s
   EXPECT_EQ(cuda_version_string(13000), "13.0");
   EXPECT_EQ(cuda_version_string(12080), "12.8");
@@ -90,7 +91,7 @@ TEST(BenchReport, DeviceDescription) {
   const std::string s = describe_device(d);
   for (const char* frag : {"NVIDIA H100 80GB HBM3", "compute capability 9.0", "132 SMs",
                            "L2 50.0 MiB", "5120 bit", "2619 MHz", "3352 GB/s", "1980 MHz",
-                           "driver 13.0", "runtime 13.0", "cuBLASLt 13.1.0"})
+                           "driver 580.159.04 (CUDA 13.0)", "runtime 13.0", "cuBLASLt 13.1.0"})
     EXPECT_NE(s.find(frag), std::string::npos) << "\"" << frag << "\" not in:\n" << s;
 }
 

@@ -19,6 +19,7 @@
 
 #include "braid/buffer.h"
 #include "core/cuda_check.h"
+#include "core/device_guard.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/gemm/gemm_lt.h"
 
@@ -121,21 +122,6 @@ Cache& cache() {
   return *c;
 }
 
-// Makes `device` current for the handle, the workspace and the heuristic (which reads the
-// device's properties); restores the previous device on exit.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    BRAID_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (previous_ != device) BRAID_CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~DeviceGuard() { cudaSetDevice(previous_); }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-};
 
 // Caller holds the cache mutex and has made `device` current.
 DeviceState& device_state(Cache& c, int device) {
@@ -233,7 +219,7 @@ T algo_config(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttribut
 
 void gemm(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out, Stream stream) {
   const PlanKey key = make_key(a, w, bias, out);
-  DeviceGuard guard(key.device);
+  DeviceGuard guard(Device::cuda(key.device));
   Cache& c = cache();
   // One lock around the lookup and the launch: the bias pointer lives in the plan's shared
   // descriptor and is set per call, and enqueueing takes microseconds.
@@ -267,7 +253,7 @@ void gemm_clear_plans() {
 std::string gemm_plan_description(const Tensor& a, const Tensor& w, const Tensor& bias,
                                   const Tensor& out) {
   const PlanKey key = make_key(a, w, bias, out);
-  DeviceGuard guard(key.device);
+  DeviceGuard guard(Device::cuda(key.device));
   Cache& c = cache();
   std::lock_guard lock(c.mutex);
   const Plan& plan = find_or_make_plan(c, device_state(c, key.device), key);
