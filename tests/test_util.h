@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -12,6 +13,14 @@
 #include "braid/buffer.h"
 #include "braid/error.h"
 #include "braid/tensor.h"
+
+namespace braid {
+
+// Lets gtest print a DType parameter by name. It must live in DType's own namespace, where
+// argument-dependent lookup finds it.
+inline void PrintTo(DType t, std::ostream* os) { *os << dtype_name(t); }
+
+}  // namespace braid
 
 namespace braid::test {
 

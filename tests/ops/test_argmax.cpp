@@ -44,6 +44,12 @@ struct ArgmaxCase {
   int64_t rows, d;
 };
 
+std::string case_name(const ArgmaxCase& c) {
+  return std::string(dtype_name(c.dtype)) + "_to_" + std::string(dtype_name(c.out_dtype)) + "_" +
+         std::to_string(c.rows) + "x" + std::to_string(c.d);
+}
+void PrintTo(const ArgmaxCase& c, std::ostream* os) { *os << case_name(c); }
+
 class ArgmaxDiff : public ::testing::TestWithParam<ArgmaxCase> {};
 
 TEST_P(ArgmaxDiff, CudaMatchesReference) {
@@ -72,11 +78,7 @@ INSTANTIATE_TEST_SUITE_P(
                       ArgmaxCase{DType::f32, DType::i64, 7, 1000},
                       ArgmaxCase{DType::bf16, DType::i32, 33, 17},  // odd width: scalar path
                       ArgmaxCase{DType::f16, DType::i32, 2, 4097}),
-    [](const auto& info) {
-      const auto& p = info.param;
-      return std::string(dtype_name(p.dtype)) + "_to_" + std::string(dtype_name(p.out_dtype)) +
-             "_" + std::to_string(p.rows) + "x" + std::to_string(p.d);
-    });
+    [](const auto& info) { return case_name(info.param); });
 
 // Rows whose answer depends on the tie and NaN rules, with the expected index of each.
 struct SpecialRows {

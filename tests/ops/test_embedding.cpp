@@ -14,6 +14,12 @@ struct EmbedCase {
   int64_t vocab, hidden, n;
 };
 
+std::string case_name(const EmbedCase& c) {
+  return std::string(dtype_name(c.dtype)) + "_" + std::string(dtype_name(c.id_dtype)) + "_v" +
+         std::to_string(c.vocab) + "_h" + std::to_string(c.hidden) + "_n" + std::to_string(c.n);
+}
+void PrintTo(const EmbedCase& c, std::ostream* os) { *os << case_name(c); }
+
 class EmbeddingDiff : public ::testing::TestWithParam<EmbedCase> {};
 
 TEST_P(EmbeddingDiff, CudaMatchesReference) {
@@ -43,12 +49,7 @@ INSTANTIATE_TEST_SUITE_P(
                       EmbedCase{DType::bf16, DType::i32, 70, 1001, 9},  // odd width: scalar path
                       EmbedCase{DType::f32, DType::i32, 11, 3, 130},    // more tokens than rows
                       EmbedCase{DType::f16, DType::i64, 1, 12, 4}),    // 24 bytes: scalar path
-    [](const auto& info) {
-      const auto& p = info.param;
-      return std::string(dtype_name(p.dtype)) + "_" + std::string(dtype_name(p.id_dtype)) + "_v" +
-             std::to_string(p.vocab) + "_h" + std::to_string(p.hidden) + "_n" +
-             std::to_string(p.n);
-    });
+    [](const auto& info) { return case_name(info.param); });
 
 // Ids outside [0, vocab) give zero rows on the GPU; the others are still looked up.
 TEST(EmbeddingCuda, OutOfRangeIdsGiveZeroRows) {

@@ -30,6 +30,7 @@ std::string case_name(const GemmCase& c) {
          (c.bias ? "_bias_" : "_") + std::to_string(c.m) + "x" + std::to_string(c.n) + "x" +
          std::to_string(c.k);
 }
+void PrintTo(const GemmCase& c, std::ostream* os) { *os << case_name(c); }
 
 // Tolerance by the output dtype. For f32 outputs the only difference left is the order of the fp32
 // sums (cuBLASLt: tiled, sometimes split-k) against the fp64 reference; on an H100 it measured

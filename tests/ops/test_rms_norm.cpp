@@ -13,6 +13,12 @@ struct NormCase {
   int64_t rows, d;
 };
 
+std::string case_name(const NormCase& c) {
+  return std::string(dtype_name(c.dtype)) + "_" + std::to_string(c.rows) + "x" +
+         std::to_string(c.d);
+}
+void PrintTo(const NormCase& c, std::ostream* os) { *os << case_name(c); }
+
 class RmsNormDiff : public ::testing::TestWithParam<NormCase> {};
 
 TEST_P(RmsNormDiff, CudaMatchesReference) {
@@ -58,10 +64,7 @@ INSTANTIATE_TEST_SUITE_P(
                       NormCase{DType::bf16, 33, 896}, NormCase{DType::f16, 5, 2048},
                       NormCase{DType::bf16, 3, 1001},  // odd width: scalar path
                       NormCase{DType::f32, 129, 5120}, NormCase{DType::bf16, 1, 8192}),
-    [](const auto& info) {
-      return std::string(dtype_name(info.param.dtype)) + "_" + std::to_string(info.param.rows) +
-             "x" + std::to_string(info.param.d);
-    });
+    [](const auto& info) { return case_name(info.param); });
 
 TEST(RmsNormReference, MatchesFormulaInFp32) {
   const uint64_t seed = fresh_seed();

@@ -14,6 +14,13 @@ struct SiluCase {
   int64_t d;                  // x's last dimension is 2 * d
 };
 
+std::string case_name(const SiluCase& c) {
+  std::string name = std::string(dtype_name(c.dtype)) + "_";
+  for (int64_t s : c.lead) name += std::to_string(s) + "x";
+  return name + std::to_string(c.d);
+}
+void PrintTo(const SiluCase& c, std::ostream* os) { *os << case_name(c); }
+
 std::vector<int64_t> with_last(std::vector<int64_t> lead, int64_t last) {
   lead.push_back(last);
   return lead;
@@ -46,12 +53,7 @@ INSTANTIATE_TEST_SUITE_P(
                       SiluCase{DType::bf16, {33}, 17},    // odd width: scalar path
                       SiluCase{DType::f16, {2, 3}, 96},   // 3-d input
                       SiluCase{DType::bf16, {70000}, 8}), // rows past gridDim.y's 65535
-    [](const auto& info) {
-      const auto& p = info.param;
-      std::string name = std::string(dtype_name(p.dtype)) + "_";
-      for (int64_t s : p.lead) name += std::to_string(s) + "x";
-      return name + std::to_string(p.d);
-    });
+    [](const auto& info) { return case_name(info.param); });
 
 TEST(SiluMulReference, MatchesFormula) {
   // gate = [0, 1, -2], up = [3, 4, 5]

@@ -13,6 +13,12 @@ struct SoftmaxCase {
   int64_t rows, d;
 };
 
+std::string case_name(const SoftmaxCase& c) {
+  return std::string(dtype_name(c.dtype)) + "_to_" + std::string(dtype_name(c.out_dtype)) + "_" +
+         std::to_string(c.rows) + "x" + std::to_string(c.d);
+}
+void PrintTo(const SoftmaxCase& c, std::ostream* os) { *os << case_name(c); }
+
 class SoftmaxDiff : public ::testing::TestWithParam<SoftmaxCase> {};
 
 TEST_P(SoftmaxDiff, CudaMatchesReference) {
@@ -43,11 +49,7 @@ INSTANTIATE_TEST_SUITE_P(
                       SoftmaxCase{DType::bf16, DType::f32, 1, 1000},
                       SoftmaxCase{DType::bf16, DType::bf16, 4, 1025},  // first row-per-block width
                       SoftmaxCase{DType::f16, DType::f32, 2, 4097}),   // odd: scalar path
-    [](const auto& info) {
-      const auto& p = info.param;
-      return std::string(dtype_name(p.dtype)) + "_to_" + std::string(dtype_name(p.out_dtype)) +
-             "_" + std::to_string(p.rows) + "x" + std::to_string(p.d);
-    });
+    [](const auto& info) { return case_name(info.param); });
 
 // Rows with -inf entries (as from a mask) and a row of only -inf, in both kernel shapes.
 TEST(SoftmaxCuda, MinusInfinityEntries) {
