@@ -1,6 +1,8 @@
 // Device description for reports, from the CUDA runtime and cuBLASLt.
 #include <cublasLt.h>
 
+#include <dlfcn.h>
+
 #include <fstream>
 #include <regex>
 #include <string>
@@ -12,8 +14,22 @@ namespace braid::bench {
 
 namespace {
 
-// The kernel module's version ("580.159.04") from /proc/driver/nvidia/version; "" elsewhere.
+// The NVIDIA driver's version ("580.159.04"), as nvidia-smi shows it: from NVML, loaded at run
+// time so the binary does not depend on it, else from /proc/driver/nvidia/version; "" if neither.
 std::string kernel_driver_version() {
+  if (void* nvml = dlopen("libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL)) {
+    using InitFn = int (*)();
+    using VersionFn = int (*)(char*, unsigned);
+    auto init = reinterpret_cast<InitFn>(dlsym(nvml, "nvmlInit_v2"));
+    auto version = reinterpret_cast<VersionFn>(dlsym(nvml, "nvmlSystemGetDriverVersion"));
+    auto shutdown = reinterpret_cast<InitFn>(dlsym(nvml, "nvmlShutdown"));
+    char buf[96] = {};
+    const bool ok = init && version && shutdown && init() == 0;  // 0 = NVML_SUCCESS
+    const bool got = ok && version(buf, sizeof(buf)) == 0;
+    if (ok) shutdown();
+    dlclose(nvml);
+    if (got) return buf;
+  }
   std::ifstream f("/proc/driver/nvidia/version");
   std::string line;
   std::getline(f, line);
