@@ -30,9 +30,10 @@ void embedding(const Tensor& ids, const Tensor& table, const Tensor& out, Stream
 // ---------------------------------------------------------------------------------------------
 // rms_norm, with Hugging Face's rounding: n = to_dtype(x * rsqrt(mean(x²) + eps)),
 // out = to_dtype(weight * n), sums in fp32.
-//   x      [..., d] rows, f32/f16/bf16
+//   x      [..., d] f32/f16/bf16, rows on a RowGrid (tensor.h): e.g. the q part of a packed
+//          QKV output seen as [tokens, heads, head_dim] (per-head q/k norm)
 //   weight [d] same dtype as x
-//   out    same shape and dtype as x (may alias x)
+//   out    same shape and dtype as x, rows on a RowGrid (may alias x)
 void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out,
               Stream stream = {});
 
@@ -123,7 +124,7 @@ void softmax(const Tensor& x, const Tensor& out, Stream stream = {});
 void argmax(const Tensor& x, const Tensor& out, Stream stream = {});
 
 // ---------------------------------------------------------------------------------------------
-// Attention over a paged KV cache (CPU reference only for now).
+// Attention over a paged KV cache.
 //
 // Each sequence b owns kv_lens[b] cached tokens, stored in pages of page_size tokens; its page
 // table row lists the pages in order. Queries are ragged: sequence b's queries are rows
@@ -140,6 +141,10 @@ void argmax(const Tensor& x, const Tensor& out, Stream stream = {});
 //   out         [total_q, q_heads, head_dim] same dtype as q, last dim dense
 //   lse         [total_q, q_heads] f32 (natural-log log-sum-exp of the scaled scores), or undefined
 // softmax_scale is usually 1/sqrt(head_dim). Scores, softmax and the weighted sum are fp32.
+// Shapes and dtypes are checked on every device. The index VALUES (cu_seqlens_q, kv_lens, page
+// ids) are checked on the CPU only: on CUDA they are trusted, since reading them would need a host
+// synchronisation (bad values there give wrong results or a fault, not an error). On CUDA,
+// head_dim must be 64, 128 or 256 (others: ErrorKind::unsupported).
 struct PagedKV {
   Tensor k_pages;
   Tensor v_pages;
@@ -149,5 +154,49 @@ struct PagedKV {
 
 void attention(const Tensor& q, const Tensor& cu_seqlens_q, const PagedKV& kv, bool causal,
                float softmax_scale, const Tensor& out, const Tensor& lse, Stream stream = {});
+
+// ---------------------------------------------------------------------------------------------
+// Mixture of experts.
+//
+// Router: softmax over the experts, then the top k, as Qwen3-MoE and Mixtral do:
+//   p = softmax(logits[t, :]) in fp32 (maximum subtracted);
+//   the k experts with the largest logits (equivalently the largest p) are chosen, ties going to
+//   the lower expert index (torch.topk does not promise an order among ties); a NaN logit ranks
+//   below every number, so the ids are always k distinct experts;
+//   topk_ids[t, j]     = the j-th chosen expert, in descending order of p (ties: lower index first)
+//   topk_weights[t, j] = its p, divided by the sum of the k chosen p when renormalize
+//                        (Qwen3-MoE's norm_topk_prob; Mixtral always renormalises).
+//   logits       [T, E] f32/f16/bf16, rows; 1 <= E <= 512
+//   k            1 <= k <= min(16, E)
+//   topk_weights [T, k] f32, contiguous
+//   topk_ids     [T, k] i32, contiguous
+// Note: transformers then rounds the weights to the model dtype; here they stay fp32.
+inline constexpr int kMoeMaxExperts = 512;
+inline constexpr int kMoeMaxTopK = 16;
+void moe_route_topk_softmax(const Tensor& logits, int k, bool renormalize,
+                            const Tensor& topk_weights, const Tensor& topk_ids, Stream stream = {});
+
+// Experts with a SwiGLU MLP each, combined with the routing weights. For each token t and each
+// j < k, with e = topk_ids[t, j]:
+//   g = to_dtype(gate[e] @ x[t]),  u = to_dtype(up[e] @ x[t])     (fp32 sums, as a gemm writes them)
+//   h = to_dtype(silu(g) * u)                                      (fp32, as silu_mul rounds it)
+//   y_j = down[e] @ h                                              (fp32 sum, not rounded)
+//   out[t] = to_dtype(sum_j topk_weights[t, j] * y_j)              (fp32, rounded once)
+// to_dtype rounds to x's dtype (identity for f32). This is the dense MLP's rounding (gemm ->
+// silu_mul -> gemm) except that the expert outputs are combined in fp32; transformers rounds each
+// expert's output and sums them in the model dtype, a difference within the dtype's tolerance.
+//   x            [T, H] f32/f16/bf16, rows
+//   topk_weights [T, k] f32, contiguous
+//   topk_ids     [T, k] i32, contiguous; each in [0, E)
+//   gate_up      [E, 2*I, H] x's dtype, contiguous: per expert, rows 0..I-1 are gate_proj and rows
+//                I..2I-1 up_proj, each in the Hugging Face [out_features, in_features] layout
+//   down         [E, H, I] x's dtype, contiguous (down_proj, [out_features, in_features])
+//   workspace    [T*k, I] f32, contiguous: scratch for the h vectors (contents undefined after)
+//   out          [T, H] x's dtype, rows; may be x itself
+// An expert id outside [0, E) is an error on the CPU; on CUDA (where checking would need a host
+// synchronisation) that (t, j) pair contributes nothing.
+void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
+                 const Tensor& gate_up, const Tensor& down, const Tensor& workspace,
+                 const Tensor& out, Stream stream = {});
 
 }  // namespace braid::ops

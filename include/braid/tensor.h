@@ -26,6 +26,19 @@ std::string device_name(Device d);  // "cpu", "cuda:0"
 
 inline constexpr int kMaxDims = 6;
 
+// Rows laid out on a two-level grid: row r starts at element
+// (r / inner) * outer_stride + (r % inner) * inner_stride. This covers every tensor whose rows fold
+// into one stride (outer_stride unused) and also views such as q = qkv[:, :q_dim] seen as
+// [tokens, heads, head_dim], whose rows step by head_dim within a token and by the packed width
+// between tokens.
+struct RowGrid {
+  int64_t rows = 0;
+  int64_t inner = 1;
+  int64_t outer_stride = 0;
+  int64_t inner_stride = 0;
+  int64_t offset(int64_t r) const { return (r / inner) * outer_stride + (r % inner) * inner_stride; }
+};
+
 struct Tensor {
   void* data = nullptr;
   DType dtype = DType::f32;
@@ -50,6 +63,9 @@ struct Tensor {
   bool rows_foldable() const;
   int64_t rows() const;             // product of all but the last dimension
   int64_t row_stride() const;       // stride between rows when rows_foldable()
+  // The tensor's rows as a RowGrid; false when the last dimension is not dense or the leading
+  // dimensions do not fold into two levels.
+  bool row_grid(RowGrid* grid) const;
 
   template <typename T> T* ptr() const { return static_cast<T*>(data); }
   // Pointer to element `offset` (in elements).

@@ -83,6 +83,39 @@ int64_t Tensor::row_stride() const {
   return strides[ndim - 2];
 }
 
+bool Tensor::row_grid(RowGrid* grid) const {
+  if (ndim == 0 || (shape[ndim - 1] > 1 && strides[ndim - 1] != 1)) return false;
+  RowGrid g;
+  g.rows = rows();
+  int d = ndim - 2;
+  if (d < 0) {
+    *grid = g;
+    return true;
+  }
+  // Inner level: dimension ndim-2 and every outer dimension that nests around it.
+  int64_t inner = shape[d];
+  g.inner_stride = strides[d];
+  int j = d - 1;
+  for (; j >= 0; --j) {
+    if (shape[j] == 1) continue;
+    if (strides[j] != g.inner_stride * inner) break;
+    inner *= shape[j];
+  }
+  // Outer level: the remaining dimensions must nest among themselves.
+  if (j >= 0) {
+    int64_t outer = shape[j];
+    g.outer_stride = strides[j];
+    for (int k = j - 1; k >= 0; --k) {
+      if (shape[k] == 1) continue;
+      if (strides[k] != g.outer_stride * outer) return false;
+      outer *= shape[k];
+    }
+  }
+  g.inner = inner > 0 ? inner : 1;
+  *grid = g;
+  return true;
+}
+
 Tensor Tensor::slice(int dim, int64_t start, int64_t stop) const {
   int d = wrap_dim(*this, dim);
   if (start < 0 || stop < start || stop > shape[d])

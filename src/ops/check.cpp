@@ -90,6 +90,15 @@ void rows(const char* op, const char* arg, const Tensor& t) {
          "shape " + shape_string(t) + " with incompatible strides");
 }
 
+RowGrid row_grid(const char* op, const char* arg, const Tensor& t) {
+  RowGrid g;
+  if (!t.row_grid(&g))
+    fail(ErrorKind::shape, op, arg,
+         "a dense last dimension with leading dimensions that fold into at most two row strides",
+         "shape " + shape_string(t) + " with incompatible strides");
+  return g;
+}
+
 Device same_device(const char* op, std::initializer_list<Named> tensors) {
   const Named* first = nullptr;
   for (const Named& n : tensors) {

@@ -18,11 +18,11 @@ static void check_norm_args(const char* op, const Tensor& x, const Tensor& weigh
   check::dtype_eq(op, "weight", weight, x.dtype);
   check::dtype_eq(op, "out", out, x.dtype);
   check::ndim_at_least(op, "x", x, 1);
-  check::rows(op, "x", x);
+  check::row_grid(op, "x", x);
   check::shape_eq(op, "weight", weight, {x.size(-1)});
   check::contiguous(op, "weight", weight);
   check::same_shape(op, "out", out, x);
-  check::rows(op, "out", out);
+  check::row_grid(op, "out", out);
   if (!(eps >= 0.0f)) check::fail(ErrorKind::invalid_argument, op, "eps", "eps >= 0", std::to_string(eps));
 }
 
@@ -46,7 +46,7 @@ void add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight,
   check_norm_args(op, x, weight, eps, out);
   check::dtype_eq(op, "residual", residual, x.dtype);
   check::same_shape(op, "residual", residual, x);
-  check::rows(op, "residual", residual);
+  check::row_grid(op, "residual", residual);
   Device dev = check::same_device(
       op, {{"x", &x}, {"residual", &residual}, {"weight", &weight}, {"out", &out}});
   if (x.numel() == 0) return;

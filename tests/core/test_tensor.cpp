@@ -86,3 +86,36 @@ TEST(Buffer, CudaWithoutDeviceIsAClearError) {
 
 }  // namespace
 }  // namespace braid
+
+namespace braid {
+namespace {
+
+TEST(Tensor, RowGridCoversPackedHeadViews) {
+  // qkv [5 tokens, (4 q heads + 2 k + 2 v) * 8]; q seen as [5, 4, 8], k as [5, 2, 8].
+  OwnedTensor qkv(DType::bf16, {5, 64}, Device::cpu());
+  Tensor q = qkv.view().slice(1, 0, 32);
+  q.ndim = 3;
+  q.shape[0] = 5, q.shape[1] = 4, q.shape[2] = 8;
+  q.strides[0] = 64, q.strides[1] = 8, q.strides[2] = 1;
+  EXPECT_FALSE(q.rows_foldable());
+  RowGrid g;
+  ASSERT_TRUE(q.row_grid(&g));
+  EXPECT_EQ(g.rows, 20);
+  EXPECT_EQ(g.offset(0), 0);
+  EXPECT_EQ(g.offset(3), 24);  // token 0, head 3
+  EXPECT_EQ(g.offset(4), 64);  // token 1, head 0
+  EXPECT_EQ(g.offset(19), 4 * 64 + 24);
+
+  RowGrid flat;
+  ASSERT_TRUE(qkv.view().row_grid(&flat));
+  EXPECT_EQ(flat.offset(3), 3 * 64);
+
+  Tensor bad = q;  // three levels that do not nest: [2, 5, 4, 8] with a gap between the two
+  bad.ndim = 4;
+  bad.shape[0] = 2, bad.shape[1] = 5, bad.shape[2] = 4, bad.shape[3] = 8;
+  bad.strides[0] = 1000, bad.strides[1] = 64, bad.strides[2] = 8, bad.strides[3] = 1;
+  EXPECT_FALSE(bad.row_grid(&g));
+}
+
+}  // namespace
+}  // namespace braid

@@ -119,3 +119,60 @@ TEST(RmsNormErrors, NameTheArgument) {
 
 }  // namespace
 }  // namespace braid::test
+
+namespace braid::test {
+namespace {
+
+// Per-head q norm: q is the first q_heads*head_dim columns of a packed QKV output, seen as
+// [tokens, heads, head_dim]. Every head row must be normalised on its own; K/V columns untouched.
+Tensor head_view(const Tensor& packed, int64_t col0, int64_t heads, int64_t head_dim) {
+  Tensor v = packed.slice(1, col0, col0 + heads * head_dim);
+  v.ndim = 3;
+  v.shape[1] = heads;
+  v.shape[2] = head_dim;
+  v.strides[0] = packed.strides[0];
+  v.strides[1] = head_dim;
+  v.strides[2] = 1;
+  return v;
+}
+
+TEST(RmsNormHeads, ReferenceNormalisesEachHeadOfAPackedView) {
+  const int64_t n = 3, heads = 4, hd = 16, width = (heads + 4) * hd;
+  auto packed = random_host(DType::f32, {n, width}, fresh_seed(), -2, 2);
+  auto before = to_floats(packed);
+  auto w = random_host(DType::f32, {hd}, fresh_seed(), 0.5f, 1.5f);
+  Tensor q = head_view(packed, 0, heads, hd);
+  ops::rms_norm(q, w, 1e-6f, q);  // in place
+  auto after = to_floats(packed);
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t h = 0; h < heads; ++h) {
+      double ss = 0;
+      for (int64_t j = 0; j < hd; ++j) ss += std::pow(before[t * width + h * hd + j], 2);
+      const double inv = 1.0 / std::sqrt(ss / hd + 1e-6);
+      for (int64_t j = 0; j < hd; ++j)
+        EXPECT_NEAR(after[t * width + h * hd + j],
+                    before[t * width + h * hd + j] * inv * w.view().ptr<float>()[j], 1e-5);
+    }
+    for (int64_t j = heads * hd; j < width; ++j) EXPECT_EQ(after[t * width + j], before[t * width + j]);
+  }
+}
+
+TEST(RmsNormHeads, CudaMatchesReferenceOnPackedViews) {
+  BRAID_REQUIRE_CUDA();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (int64_t hd : {64, 128, 40}) {
+    const int64_t n = 7, heads = 6, kv = 2, width = (heads + 2 * kv) * hd;
+    auto packed = random_host(DType::bf16, {n, width}, seed, -2, 2);
+    auto w = random_host(DType::bf16, {hd}, seed + 1, 0.5f, 1.5f);
+    auto dpacked = to_device(packed, Device::cuda());
+    auto dw = to_device(w, Device::cuda());
+    ops::rms_norm(head_view(packed, heads * hd, kv, hd), w, 1e-6f, head_view(packed, heads * hd, kv, hd));
+    ops::rms_norm(head_view(dpacked, heads * hd, kv, hd), dw, 1e-6f,
+                  head_view(dpacked, heads * hd, kv, hd));
+    EXPECT_LE(rel_error(to_floats(dpacked), to_floats(packed)), tolerance(DType::bf16)) << hd;
+  }
+}
+
+}  // namespace
+}  // namespace braid::test

@@ -17,28 +17,36 @@ static void norm_row(const Tensor& weight, float eps, DType t, const float* h, i
   }
 }
 
+static RowGrid grid_of(const Tensor& t) {
+  RowGrid g;
+  t.row_grid(&g);  // checked by the op's entry
+  return g;
+}
+
 void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) {
-  const int64_t rows = x.rows(), d = x.size(-1);
+  const RowGrid xg = grid_of(x), og = grid_of(out);
+  const int64_t d = x.size(-1);
   std::vector<float> h(static_cast<size_t>(d));
-  for (int64_t r = 0; r < rows; ++r) {
-    const void* xr = x.at(r * x.row_stride());
+  for (int64_t r = 0; r < xg.rows; ++r) {
+    const void* xr = x.at(xg.offset(r));
     for (int64_t j = 0; j < d; ++j) h[j] = load_as_float(xr, x.dtype, j);
-    norm_row(weight, eps, x.dtype, h.data(), d, out.at(r * out.row_stride()));
+    norm_row(weight, eps, x.dtype, h.data(), d, out.at(og.offset(r)));
   }
 }
 
 void add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, float eps,
                   const Tensor& out) {
-  const int64_t rows = x.rows(), d = x.size(-1);
+  const RowGrid xg = grid_of(x), rg = grid_of(residual), og = grid_of(out);
+  const int64_t d = x.size(-1);
   std::vector<float> h(static_cast<size_t>(d));
-  for (int64_t r = 0; r < rows; ++r) {
-    const void* xr = x.at(r * x.row_stride());
-    void* rr = residual.at(r * residual.row_stride());
+  for (int64_t r = 0; r < xg.rows; ++r) {
+    const void* xr = x.at(xg.offset(r));
+    void* rr = residual.at(rg.offset(r));
     for (int64_t j = 0; j < d; ++j) {
       h[j] = quantize(x.dtype, load_as_float(xr, x.dtype, j) + load_as_float(rr, x.dtype, j));
       store_from_float(rr, x.dtype, j, h[j]);
     }
-    norm_row(weight, eps, x.dtype, h.data(), d, out.at(r * out.row_stride()));
+    norm_row(weight, eps, x.dtype, h.data(), d, out.at(og.offset(r)));
   }
 }
 

@@ -9,12 +9,20 @@ namespace braid::cuda {
 
 namespace {
 
+// Where row r starts, in elements (RowGrid in tensor.h).
+struct Rows {
+  int64_t inner, outer_stride, inner_stride;
+  __device__ int64_t offset(int64_t r) const {
+    return (r / inner) * outer_stride + (r % inner) * inner_stride;
+  }
+};
+
 struct RowArgs {
   const void* x;
   void* residual;  // null for plain rms_norm
   const void* weight;
   void* out;
-  int64_t x_stride, residual_stride, out_stride;
+  Rows x_rows, residual_rows, out_rows;
   int d;
   float eps;
 };
@@ -24,10 +32,10 @@ __global__ void rms_norm_kernel(RowArgs a) {
   __shared__ float scratch[32];
   constexpr int V = kVec ? Vec16<T>::kSize : 1;
   const int64_t row = blockIdx.x;
-  const T* x = static_cast<const T*>(a.x) + row * a.x_stride;
-  T* res = a.residual ? static_cast<T*>(a.residual) + row * a.residual_stride : nullptr;
+  const T* x = static_cast<const T*>(a.x) + a.x_rows.offset(row);
+  T* res = a.residual ? static_cast<T*>(a.residual) + a.residual_rows.offset(row) : nullptr;
   const T* w = static_cast<const T*>(a.weight);
-  T* out = static_cast<T*>(a.out) + row * a.out_stride;
+  T* out = static_cast<T*>(a.out) + a.out_rows.offset(row);
   // The rounded input to the norm lives in `res` for the fused variant, otherwise it is x.
   const T* h_src = res ? res : x;
 
@@ -84,17 +92,28 @@ __global__ void rms_norm_kernel(RowArgs a) {
   }
 }
 
+Rows rows_of(const Tensor& t) {
+  RowGrid g;
+  t.row_grid(&g);  // checked by the op's entry
+  return {g.inner, g.outer_stride, g.inner_stride};
+}
+
+// Every row start of `r` is 16-byte aligned when the base is.
+bool strides_aligned16(const Rows& r, int elem) {
+  return (r.outer_stride * elem) % 16 == 0 && (r.inner_stride * elem) % 16 == 0;
+}
+
 void launch(const Tensor& x, const Tensor* residual, const Tensor& weight, float eps,
             const Tensor& out, Stream stream) {
   RowArgs a{x.data, residual ? residual->data : nullptr, weight.data, out.data,
-            x.row_stride(), residual ? residual->row_stride() : 0, out.row_stride(),
+            rows_of(x), residual ? rows_of(*residual) : Rows{1, 0, 0}, rows_of(out),
             static_cast<int>(x.size(-1)), eps};
   const int64_t rows = x.rows();
   const int elem = static_cast<int>(dtype_size(x.dtype));
   const int vec = 16 / elem;
   bool can_vec = a.d % vec == 0 && aligned16(a.x) && aligned16(a.weight) && aligned16(a.out) &&
-                 (a.x_stride * elem) % 16 == 0 && (a.out_stride * elem) % 16 == 0;
-  if (residual) can_vec = can_vec && aligned16(a.residual) && (a.residual_stride * elem) % 16 == 0;
+                 strides_aligned16(a.x_rows, elem) && strides_aligned16(a.out_rows, elem);
+  if (residual) can_vec = can_vec && aligned16(a.residual) && strides_aligned16(a.residual_rows, elem);
   const int per_thread = can_vec ? vec : 1;
   int threads = (a.d / per_thread + 31) / 32 * 32;
   threads = threads < 32 ? 32 : (threads > 1024 ? 1024 : threads);

@@ -1,0 +1,72 @@
+// Model configuration from a Hugging Face folder (config.json, generation_config.json).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "braid/dtype.h"
+#include "braid/ops.h"
+
+namespace braid::model {
+
+enum class Arch { llama, qwen2, qwen3, qwen3_moe, mixtral };
+
+// "LlamaForCausalLM", ... : the names config.json's "architectures" uses.
+std::string_view arch_name(Arch a);
+// Lists the supported architecture names, for error messages.
+std::string supported_architectures();
+
+struct ModelConfig {
+  Arch arch = Arch::llama;
+  int vocab_size = 0;
+  int hidden_size = 0;
+  int intermediate_size = 0;   // dense MLP
+  int num_layers = 0;
+  int num_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;            // explicit in Qwen3; else hidden_size / num_heads
+  float rms_norm_eps = 1e-6f;
+  int max_position_embeddings = 0;
+  ops::RopeConfig rope;        // theta and scaling (llama3 / yarn), rotary_dim = head_dim
+  bool tie_word_embeddings = false;
+  bool qkv_bias = false;       // Qwen2; Llama's attention_bias (then o_proj has a bias too)
+  bool o_bias = false;         // Llama's attention_bias
+  bool qk_norm = false;        // Qwen3, Qwen3-MoE: per-head RMSNorm on q and k before RoPE
+  DType dtype = DType::bf16;   // torch_dtype / dtype of the checkpoint (parsing: absent -> f32)
+
+  // Mixture of experts (Qwen3-MoE, Mixtral); num_experts == 0 for dense models.
+  int num_experts = 0;
+  int experts_per_token = 0;
+  int moe_intermediate_size = 0;  // Mixtral: intermediate_size
+  bool norm_topk_prob = true;     // renormalise the k routing weights (Mixtral: always)
+  int decoder_sparse_step = 1;    // Qwen3-MoE: layer l is MoE if (l + 1) % step == 0 ...
+  std::vector<int> mlp_only_layers;  // ... and l is not listed here
+
+  // Token ids (generation_config.json wins over config.json). eos may hold several ids.
+  int bos_token_id = -1;
+  std::vector<int> eos_token_ids;
+
+  bool layer_is_moe(int layer) const;
+  int q_dim() const { return num_heads * head_dim; }
+  int kv_dim() const { return num_kv_heads * head_dim; }
+};
+
+// Parses config.json (and generation_config.json when present) in `dir`. Accepts the spellings
+// of transformers 4 and 5 (rope_theta/rope_scaling and rope_parameters; num_experts and
+// num_local_experts; torch_dtype and dtype). The architecture is "architectures"[0], else
+// "model_type". Required: vocab_size, hidden_size, intermediate_size, num_hidden_layers,
+// num_attention_heads (and for MoE the expert count, num_experts_per_tok and, for Qwen3-MoE,
+// moe_intermediate_size); everything else takes the transformers default of its family (dtype
+// absent: float32; rope_theta 10000, Mixtral 1e6). YaRN without a factor uses
+// max_position_embeddings / original_max_position_embeddings (transformers 5).
+// Throws braid::Error naming the file and the field: ErrorKind::io for a missing file or broken
+// JSON, invalid_argument for a missing or out-of-range value, unsupported for an architecture,
+// rope type, activation, dtype or sliding window this engine does not run.
+ModelConfig load_config(const std::string& dir);
+// The same from JSON text already read (generation_config may be empty). The source names are
+// what error messages call the two files.
+ModelConfig parse_config(const std::string& config_json, const std::string& generation_config_json,
+                         const std::string& source_name = "config.json",
+                         const std::string& generation_source_name = "generation_config.json");
+
+}  // namespace braid::model
