@@ -199,4 +199,14 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
                  const Tensor& gate_up, const Tensor& down, const Tensor& workspace,
                  const Tensor& out, Stream stream = {});
 
+// ---------------------------------------------------------------------------------------------
+// kv_append: writes new keys and values into a paged KV cache. Token i goes to slot slots[i],
+// i.e. page slots[i] / page_size, offset slots[i] % page_size.
+//   k, v             [n, kv_heads, head_dim] f32/f16/bf16, last dim dense (views into QKV output)
+//   slots            [n] i32, each in [0, num_pages * page_size): checked on the CPU, trusted on
+//                    CUDA (checking would need a host synchronisation)
+//   k_pages, v_pages [num_pages, page_size, kv_heads, head_dim], k's dtype, contiguous
+void kv_append(const Tensor& k, const Tensor& v, const Tensor& slots, const Tensor& k_pages,
+               const Tensor& v_pages, Stream stream = {});
+
 }  // namespace braid::ops

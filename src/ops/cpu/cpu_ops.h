@@ -17,5 +17,13 @@ void softmax(const Tensor& x, const Tensor& out);
 void argmax(const Tensor& x, const Tensor& out);
 void attention(const Tensor& q, const Tensor& cu_seqlens_q, const ops::PagedKV& kv, bool causal,
                float softmax_scale, const Tensor& out, const Tensor& lse);
+void moe_route_topk_softmax(const Tensor& logits, int k, bool renormalize,
+                            const Tensor& topk_weights, const Tensor& topk_ids);
+void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
+                 const Tensor& gate_up, const Tensor& down, const Tensor& workspace,
+                 const Tensor& out);
+
+void kv_append(const Tensor& k, const Tensor& v, const Tensor& slots, const Tensor& k_pages,
+               const Tensor& v_pages);
 
 }  // namespace braid::cpu

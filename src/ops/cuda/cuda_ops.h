@@ -16,5 +16,17 @@ void silu_mul(const Tensor& x, const Tensor& out, Stream stream);
 void gemm(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out, Stream stream);
 void softmax(const Tensor& x, const Tensor& out, Stream stream);
 void argmax(const Tensor& x, const Tensor& out, Stream stream);
+// The head_dims attention's kernel is built for; the caller refuses others before launching.
+bool attention_supports_head_dim(int64_t head_dim);
+void attention(const Tensor& q, const Tensor& cu_seqlens_q, const ops::PagedKV& kv, bool causal,
+               float softmax_scale, const Tensor& out, const Tensor& lse, Stream stream);
+void moe_route_topk_softmax(const Tensor& logits, int k, bool renormalize,
+                            const Tensor& topk_weights, const Tensor& topk_ids, Stream stream);
+void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
+                 const Tensor& gate_up, const Tensor& down, const Tensor& workspace,
+                 const Tensor& out, Stream stream);
+
+void kv_append(const Tensor& k, const Tensor& v, const Tensor& slots, const Tensor& k_pages,
+               const Tensor& v_pages, Stream stream);
 
 }  // namespace braid::cuda
