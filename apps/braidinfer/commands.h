@@ -8,5 +8,6 @@ namespace braid::cli {
 
 void add_info_command(CLI::App& app, int& exit_code);
 void add_bench_commands(CLI::App& app, int& exit_code);
+void add_generate_command(CLI::App& app, int& exit_code);
 
 }  // namespace braid::cli

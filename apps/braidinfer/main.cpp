@@ -1,4 +1,4 @@
-// braidinfer command line: info, bench, (later) generate and profile.
+// braidinfer command line: generate, info, bench (and, later, profile).
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   braid::cli::add_info_command(app, exit_code);
   braid::cli::add_bench_commands(app, exit_code);
+  braid::cli::add_generate_command(app, exit_code);
   try {
     app.parse(argc, argv);  // runs the chosen subcommand's callback
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,152 @@
+// `braidinfer generate`: text from a Hugging Face model folder, streamed as it is produced.
+#include <fmt/core.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "braid/buffer.h"
+#include "braid/error.h"
+#include "commands.h"
+#include "engine/engine.h"
+#include "engine/generate.h"
+#include "tokenizer/tokenizer.h"
+
+namespace braid::cli {
+
+namespace {
+
+struct GenerateArgs {
+  std::string model;
+  std::string prompt;
+  std::string prompt_ids;  // "1,2,3": bypasses the tokenizer
+  int new_tokens = 64;
+  std::string device = "auto";
+  std::string dtype;
+  float temperature = 0.0f;
+  int top_k = 0;
+  float top_p = 1.0f;
+  uint64_t seed = 0;
+  int max_context = 0;
+  bool ignore_eos = false;
+  bool no_special = false;
+  bool print_ids = false;
+};
+
+Device parse_device(const std::string& name) {
+  if (name == "cpu") return Device::cpu();
+  if (name == "cuda") {
+    if (!cuda_available())
+      throw Error(ErrorKind::unsupported,
+                  "generate: --device cuda, but no CUDA device is usable here (or this build has "
+                  "no CUDA support); use --device cpu");
+    return Device::cuda(0);
+  }
+  if (name == "auto") return cuda_available() ? Device::cuda(0) : Device::cpu();
+  throw Error(ErrorKind::invalid_argument,
+              "generate: --device must be cpu, cuda or auto, got '" + name + "'");
+}
+
+std::vector<int32_t> parse_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t used = 0;
+      const long v = std::stol(item, &used);
+      if (used != item.size()) throw std::invalid_argument(item);
+      ids.push_back(static_cast<int32_t>(v));
+    } catch (const std::exception&) {
+      throw Error(ErrorKind::invalid_argument,
+                  "generate: --prompt-ids must be comma-separated integers, got '" + item + "'");
+    }
+  }
+  return ids;
+}
+
+int run_generate(const GenerateArgs& a) {
+  if (!std::filesystem::is_directory(a.model))
+    throw Error(ErrorKind::io, "generate: --model '" + a.model + "' is not a folder");
+  engine::EngineOptions options;
+  options.device = parse_device(a.device);
+  if (!a.dtype.empty()) options.dtype = dtype_from_name(a.dtype);
+  options.max_context = a.max_context;
+  engine::SamplingParams sampling{a.temperature, a.top_k, a.top_p, a.seed};
+  engine::validate(sampling);
+
+  std::unique_ptr<tokenizer::Tokenizer> tok;
+  std::vector<int32_t> prompt;
+  if (!a.prompt_ids.empty()) {
+    prompt = parse_ids(a.prompt_ids);
+  } else {
+    tok = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::from_dir(a.model));
+    prompt = tok->encode(a.prompt, !a.no_special);
+  }
+  engine::Engine eng(a.model, options);
+  const std::vector<int32_t> eos =
+      a.ignore_eos ? std::vector<int32_t>{}
+                   : std::vector<int32_t>(eng.config().eos_token_ids.begin(),
+                                          eng.config().eos_token_ids.end());
+
+  std::unique_ptr<tokenizer::StreamDecoder> stream;
+  if (tok) {
+    stream = std::make_unique<tokenizer::StreamDecoder>(*tok, /*skip_special_tokens=*/true);
+    fmt::print("{}", a.prompt);
+  }
+  std::fflush(stdout);
+  auto on_token = [&](int32_t id) {
+    if (a.print_ids || !stream)
+      fmt::print("{}{}", id, stream ? " " : ",");
+    else
+      fmt::print("{}", stream->push(id));
+    std::fflush(stdout);
+  };
+  const engine::GenerationResult r =
+      engine::generate(eng, prompt, a.new_tokens, sampling, eos, on_token);
+  if (stream && !a.print_ids) fmt::print("{}", stream->finish());
+
+  const double prefill_tps = r.prefill_ms > 0 ? r.prompt_tokens / (r.prefill_ms / 1e3) : 0;
+  const double ms_per_token = r.decode_steps ? r.decode_ms / r.decode_steps : 0;
+  fmt::print("\n[prompt {} tokens | prefill {:.2f} ms, {:.0f} tok/s | generated {} tokens, decode "
+             "{:.3f} ms/token, {:.1f} tok/s | {} {}{}]\n",
+             r.prompt_tokens, r.prefill_ms, prefill_tps, r.tokens.size(), ms_per_token,
+             ms_per_token > 0 ? 1e3 / ms_per_token : 0.0, device_name(eng.device()),
+             dtype_name(eng.dtype()), r.stopped_at_eos ? ", stopped at end of text" : "");
+  return 0;
+}
+
+}  // namespace
+
+void add_generate_command(CLI::App& app, int& exit_code) {
+  auto a = std::make_shared<GenerateArgs>();
+  CLI::App* g = app.add_subcommand("generate", "Generate text from a Hugging Face model folder");
+  g->add_option("--model", a->model, "Folder with config.json, *.safetensors, tokenizer.json")
+      ->required();
+  auto* prompt = g->add_option("--prompt", a->prompt, "Prompt text");
+  auto* ids = g->add_option("--prompt-ids", a->prompt_ids,
+                            "Prompt as comma-separated token ids (no tokenizer needed)");
+  prompt->excludes(ids);
+  g->add_option("-n,--new-tokens", a->new_tokens, "Tokens to generate")->capture_default_str();
+  g->add_option("--device", a->device, "cpu, cuda or auto")->capture_default_str();
+  g->add_option("--dtype", a->dtype, "Compute dtype (f32, bf16, f16); default per device");
+  g->add_option("--temperature", a->temperature, "0 = greedy")->capture_default_str();
+  g->add_option("--top-k", a->top_k, "Sample among the k most likely tokens (0 = all)");
+  g->add_option("--top-p", a->top_p, "Nucleus sampling mass")->capture_default_str();
+  g->add_option("--seed", a->seed, "Sampling seed")->capture_default_str();
+  g->add_option("--max-context", a->max_context,
+                "Context length to allocate (default: the model's, at most 8192)");
+  g->add_flag("--ignore-eos", a->ignore_eos, "Do not stop at end-of-text tokens");
+  g->add_flag("--no-special", a->no_special, "Do not add the tokenizer's special tokens (BOS)");
+  g->add_flag("--print-ids", a->print_ids, "Print token ids instead of text");
+  g->callback([a, &exit_code] {
+    if (a->prompt.empty() && a->prompt_ids.empty())
+      throw Error(ErrorKind::invalid_argument, "generate: give --prompt or --prompt-ids");
+    exit_code = run_generate(*a);
+  });
+}
+
+}  // namespace braid::cli

@@ -1,0 +1,102 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "braid/error.h"
+#include "model/safetensors.h"
+
+namespace braid::engine {
+
+namespace {
+
+DType choose_dtype(const model::ModelConfig& c, const EngineOptions& o) {
+  if (o.dtype) return *o.dtype;
+  if (o.device.is_cpu()) return DType::f32;
+  return c.dtype == DType::f16 ? DType::f16 : DType::bf16;  // CUDA gemms take 16-bit inputs
+}
+
+int choose_context(const model::ModelConfig& c, const EngineOptions& o) {
+  if (o.max_context > 0) return o.max_context;
+  const int from_config = c.max_position_embeddings > 0 ? c.max_position_embeddings : 8192;
+  return std::min(from_config, 8192);
+}
+
+model::ModelConfig load_checked_config(const std::string& dir, const EngineOptions& o) {
+  model::ModelConfig c = model::load_config(dir);
+  if (o.page_size <= 0 || o.max_step_tokens <= 0)
+    throw Error(ErrorKind::invalid_argument, "engine: page_size and max_step_tokens must be positive");
+  return c;
+}
+
+}  // namespace
+
+Engine::Engine(const std::string& dir, const EngineOptions& o)
+    : options_(o),
+      config_(load_checked_config(dir, o)),
+      weights_(model::load_weights(config_, model::Checkpoint::open(dir), o.device,
+                                   choose_dtype(config_, o))),
+      cache_(config_, choose_context(config_, o), o.page_size, o.device, weights_.dtype),
+      workspace_(config_, o.max_step_tokens, o.device, weights_.dtype) {
+  const int T = o.max_step_tokens;
+  host_inputs_ = OwnedTensor(DType::i32, {4 * T + 3}, Device::cpu());
+  device_inputs_ = OwnedTensor(DType::i32, {4 * T + 3}, o.device);
+  logits_ = OwnedTensor(DType::f32, {T, config_.vocab_size}, o.device);
+  host_logits_ = OwnedTensor(DType::f32, {T, config_.vocab_size}, Device::cpu());
+}
+
+std::vector<float> Engine::step(const std::vector<int32_t>& tokens, bool all_logits) {
+  const int n = static_cast<int>(tokens.size());
+  if (n == 0) throw Error(ErrorKind::invalid_argument, "engine: step needs at least one token");
+  if (position_ + n > context())
+    throw Error(ErrorKind::invalid_argument,
+                "engine: the sequence would hold " + std::to_string(position_ + n) +
+                    " tokens but the context holds " + std::to_string(context()) +
+                    " (raise --max-context up to the model's " +
+                    std::to_string(config_.max_position_embeddings) + ")");
+  for (int i = 0; i < n; ++i)
+    if (tokens[i] < 0 || tokens[i] >= config_.vocab_size)
+      throw Error(ErrorKind::invalid_argument,
+                  "engine: token id " + std::to_string(tokens[i]) + " at index " +
+                      std::to_string(i) + " is outside the vocabulary [0, " +
+                      std::to_string(config_.vocab_size) + ")");
+  const size_t V = static_cast<size_t>(config_.vocab_size);
+  std::vector<float> out(all_logits ? n * V : V);
+  for (int at = 0; at < n; at += options_.max_step_tokens) {
+    const int chunk = std::min(options_.max_step_tokens, n - at);
+    const bool last = at + chunk == n;
+    float* dst = all_logits ? out.data() + at * V : (last ? out.data() : nullptr);
+    run_chunk(tokens.data() + at, chunk, all_logits, dst);
+  }
+  return out;
+}
+
+void Engine::run_chunk(const int32_t* tokens, int n, bool all_logits, float* logits_out) {
+  // Host staging: tokens | positions | slots | cu_seqlens_q (2) | kv_lens (1).
+  int32_t* h = host_inputs_.view().ptr<int32_t>();
+  const int T = options_.max_step_tokens;
+  for (int i = 0; i < n; ++i) {
+    h[i] = tokens[i];
+    h[T + i] = position_ + i;
+    h[2 * T + i] = position_ + i;  // identity page table: slot == position
+  }
+  h[3 * T] = 0;
+  h[3 * T + 1] = n;
+  h[3 * T + 2] = position_ + n;
+  copy(host_inputs_.view(), device_inputs_.view());
+
+  const Tensor d = device_inputs_.view();
+  model::StepInputs in{d.slice(0, 0, n), d.slice(0, T, T + n), d.slice(0, 2 * T, 2 * T + n),
+                       d.slice(0, 3 * T, 3 * T + 2), d.slice(0, 3 * T + 2, 3 * T + 3)};
+  const int rows = all_logits ? n : 1;
+  const Tensor logits = logits_.view().slice(0, 0, rows);
+  model::forward(config_, weights_, cache_, workspace_, in, n, all_logits, logits);
+  position_ += n;
+  if (logits_out) {
+    const Tensor host = host_logits_.view().slice(0, 0, rows);
+    copy(logits, host);  // synchronises with the device
+    std::memcpy(logits_out, host.data, host.nbytes());
+  }
+}
+
+}  // namespace braid::engine

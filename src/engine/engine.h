@@ -1,0 +1,61 @@
+// One model loaded on one device, serving one sequence: prefill, then decode, token by token.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "braid/buffer.h"
+#include "engine/kv_cache.h"
+#include "model/config.h"
+#include "model/forward.h"
+#include "model/weights.h"
+
+namespace braid::engine {
+
+struct EngineOptions {
+  Device device = Device::cpu();
+  // Compute dtype; f32 on the CPU by default, the checkpoint's 16-bit type (bf16 for fp32
+  // checkpoints) on CUDA.
+  std::optional<DType> dtype;
+  int max_context = 0;       // tokens; 0: the config's max_position_embeddings, at most 8192
+  int page_size = 16;
+  int max_step_tokens = 512; // longer prompts are prefilled in chunks of this many tokens
+};
+
+class Engine {
+ public:
+  Engine(const std::string& model_dir, const EngineOptions& options);
+
+  const model::ModelConfig& config() const { return config_; }
+  Device device() const { return options_.device; }
+  DType dtype() const { return weights_.dtype; }
+  size_t weight_bytes() const { return weights_.bytes; }
+  int context() const { return cache_.capacity(); }
+  int position() const { return position_; }  // tokens in the sequence so far
+
+  // Forgets the sequence (the cache pages are reused).
+  void reset() { position_ = 0; }
+  // Appends `tokens` to the sequence and returns fp32 logits: of the last token ([vocab]), or
+  // with all_logits of every token in `tokens` ([tokens.size() * vocab], row-major). Throws
+  // ErrorKind::invalid_argument if the sequence would outgrow the context or a token id is
+  // outside the vocabulary.
+  std::vector<float> step(const std::vector<int32_t>& tokens, bool all_logits = false);
+
+ private:
+  void run_chunk(const int32_t* tokens, int n, bool all_logits, float* logits_out);
+
+  EngineOptions options_;
+  model::ModelConfig config_;
+  model::Weights weights_;
+  KVCache cache_;
+  model::Workspace workspace_;
+  int position_ = 0;
+  // Step inputs on the device, and their host staging (one upload per step).
+  OwnedTensor host_inputs_, device_inputs_;  // [4 * max_step + 3] i32
+  OwnedTensor logits_;                       // [max_step, vocab] f32 on the device
+  OwnedTensor host_logits_;
+};
+
+}  // namespace braid::engine

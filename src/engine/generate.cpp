@@ -1,0 +1,58 @@
+#include "engine/generate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+
+#include "braid/error.h"
+
+namespace braid::engine {
+
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+GenerationResult generate(Engine& engine, const std::vector<int32_t>& prompt, int max_new_tokens,
+                          const SamplingParams& sampling, const std::vector<int32_t>& eos_ids,
+                          const std::function<void(int32_t)>& on_token) {
+  if (prompt.empty()) throw Error(ErrorKind::invalid_argument, "generate: the prompt is empty");
+  if (max_new_tokens < 0)
+    throw Error(ErrorKind::invalid_argument, "generate: the number of new tokens must be >= 0");
+  if (static_cast<int>(prompt.size()) >= engine.context())
+    throw Error(ErrorKind::invalid_argument,
+                "generate: the prompt has " + std::to_string(prompt.size()) +
+                    " tokens but the context holds " + std::to_string(engine.context()) +
+                    " (room is needed for at least one new token)");
+  Sampler sampler(sampling);
+  GenerationResult r;
+  r.prompt_tokens = static_cast<int>(prompt.size());
+  engine.reset();
+  // The context bounds how many tokens can follow the prompt.
+  const int budget = std::min(max_new_tokens, engine.context() - r.prompt_tokens);
+  if (budget == 0) return r;
+
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<float> logits = engine.step(prompt);
+  r.prefill_ms = ms_since(t0);
+  for (int i = 0; i < budget; ++i) {
+    const int32_t next = sampler.next(logits);
+    r.tokens.push_back(next);
+    if (on_token) on_token(next);
+    if (std::find(eos_ids.begin(), eos_ids.end(), next) != eos_ids.end()) {
+      r.stopped_at_eos = true;
+      break;
+    }
+    if (i + 1 == budget) break;
+    t0 = std::chrono::steady_clock::now();
+    logits = engine.step({next});
+    r.decode_ms += ms_since(t0);
+    ++r.decode_steps;
+  }
+  return r;
+}
+
+}  // namespace braid::engine

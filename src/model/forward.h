@@ -1,0 +1,36 @@
+// The forward pass: one straight-line function for every supported family, over the ops API,
+// the same on the CPU and the GPU.
+#pragma once
+
+#include "braid/buffer.h"
+#include "engine/kv_cache.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace braid::model {
+
+// Activations for up to max_tokens tokens per step, allocated once.
+struct Workspace {
+  Workspace(const ModelConfig& config, int max_tokens, Device device, DType dtype);
+  int max_tokens;
+  OwnedTensor residual, normed, qkv, attn, proj, mlp, act;  // [T, ...] in the model dtype
+  OwnedTensor router_logits, topk_weights, topk_ids, moe_hidden;  // MoE layers only
+};
+
+// One step of one sequence: n new tokens at positions [start, start + n), all tensors on the
+// weights' device. The KV cache must hold start + n tokens.
+struct StepInputs {
+  Tensor tokens;        // [n] i32
+  Tensor positions;     // [n] i32
+  Tensor slots;         // [n] i32: cache slot of each token
+  Tensor cu_seqlens_q;  // [2] i32: {0, n}
+  Tensor kv_lens;       // [1] i32: start + n
+};
+
+// Runs the model on `in`, appends the new tokens' K/V to `cache`, and writes fp32 logits:
+// for the last token only ([1, vocab]) or, with all_logits, for every token ([n, vocab]).
+void forward(const ModelConfig& config, const Weights& weights, engine::KVCache& cache,
+             Workspace& ws, const StepInputs& in, int n, bool all_logits, const Tensor& logits,
+             Stream stream = {});
+
+}  // namespace braid::model
