@@ -1,0 +1,434 @@
+// config.json parsing. Every value is checked for type and range as it is read, and a failure
+// names the file and the field; defaults are those of the transformers config class of the family.
+#include "model/config.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "braid/error.h"
+
+namespace braid::model {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+struct ArchInfo {
+  Arch arch;
+  std::string_view name;        // "architectures"[0]
+  std::string_view model_type;  // "model_type"
+};
+
+constexpr ArchInfo kArchs[] = {
+    {Arch::llama, "LlamaForCausalLM", "llama"},
+    {Arch::qwen2, "Qwen2ForCausalLM", "qwen2"},
+    {Arch::qwen3, "Qwen3ForCausalLM", "qwen3"},
+    {Arch::qwen3_moe, "Qwen3MoeForCausalLM", "qwen3_moe"},
+    {Arch::mixtral, "MixtralForCausalLM", "mixtral"},
+};
+
+// One JSON object being read: its file and, for nested objects, the path to it ("rope_scaling.").
+struct Source {
+  const json& obj;
+  std::string file;
+  std::string prefix;
+};
+
+std::string describe_value(const json* v) { return v == nullptr ? "nothing" : v->dump(); }
+
+[[noreturn]] void field_error(ErrorKind kind, const Source& s, const std::string& key,
+                              const std::string& expected, const json* got) {
+  throw Error(kind, s.file + ": field '" + s.prefix + key + "': expected " + expected + ", got " +
+                        describe_value(got));
+}
+
+[[noreturn]] void unsupported(const Source& s, const std::string& key, const std::string& what) {
+  throw Error(ErrorKind::unsupported, s.file + ": field '" + s.prefix + key + "': " + what);
+}
+
+// The value, or nullptr when the field is absent or null (configs write null for "unset").
+const json* get(const Source& s, const char* key) {
+  auto it = s.obj.find(key);
+  return it == s.obj.end() || it->is_null() ? nullptr : &*it;
+}
+
+// Integers may be written as 32768 or 32768.0; anything else, or out of int range, is rejected.
+bool as_int(const json& v, int& out) {
+  double d = 0;
+  if (v.is_number_integer() || v.is_number_unsigned()) {
+    d = v.is_number_unsigned() ? static_cast<double>(v.get<uint64_t>())
+                               : static_cast<double>(v.get<int64_t>());
+  } else if (v.is_number_float()) {
+    d = v.get<double>();
+    if (d != std::floor(d)) return false;
+  } else {
+    return false;
+  }
+  if (d < std::numeric_limits<int>::min() || d > std::numeric_limits<int>::max()) return false;
+  out = static_cast<int>(d);
+  return true;
+}
+
+int read_int(const Source& s, const char* key, const json* v, int min) {
+  int out = 0;
+  if (!as_int(*v, out) || out < min)
+    field_error(ErrorKind::invalid_argument, s, key,
+                min == 1 ? "a positive integer" : "an integer >= " + std::to_string(min), v);
+  return out;
+}
+
+int required_int(const Source& s, const char* key, int min = 1) {
+  const json* v = get(s, key);
+  if (v == nullptr)
+    field_error(ErrorKind::invalid_argument, s, key,
+                min == 1 ? "a positive integer" : "an integer >= " + std::to_string(min), v);
+  return read_int(s, key, v, min);
+}
+
+int optional_int(const Source& s, const char* key, int fallback, int min = 1) {
+  const json* v = get(s, key);
+  return v == nullptr ? fallback : read_int(s, key, v, min);
+}
+
+// A finite number > 0 (or >= 0 when zero_ok).
+double optional_number(const Source& s, const char* key, double fallback, bool zero_ok = false) {
+  const json* v = get(s, key);
+  if (v == nullptr) return fallback;
+  const bool ok = v->is_number() && std::isfinite(v->get<double>()) &&
+                  (zero_ok ? v->get<double>() >= 0 : v->get<double>() > 0);
+  if (!ok) field_error(ErrorKind::invalid_argument, s, key,
+                       zero_ok ? "a number >= 0" : "a number > 0", v);
+  return v->get<double>();
+}
+
+double required_number(const Source& s, const char* key) {
+  if (get(s, key) == nullptr)
+    field_error(ErrorKind::invalid_argument, s, key, "a number > 0", nullptr);
+  return optional_number(s, key, 0.0);
+}
+
+bool optional_bool(const Source& s, const char* key, bool fallback) {
+  const json* v = get(s, key);
+  if (v == nullptr) return fallback;
+  if (!v->is_boolean()) field_error(ErrorKind::invalid_argument, s, key, "true or false", v);
+  return v->get<bool>();
+}
+
+std::string optional_string(const Source& s, const char* key, const std::string& fallback) {
+  const json* v = get(s, key);
+  if (v == nullptr) return fallback;
+  if (!v->is_string()) field_error(ErrorKind::invalid_argument, s, key, "a string", v);
+  return v->get<std::string>();
+}
+
+json parse_object(const std::string& text, const std::string& file) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    throw Error(ErrorKind::io, file + ": not valid JSON: " + e.what());
+  }
+  if (!j.is_object())
+    throw Error(ErrorKind::io, file + ": expected a JSON object, got " + std::string(j.type_name()));
+  return j;
+}
+
+Arch detect_arch(const Source& s) {
+  const json* archs = get(s, "architectures");
+  if (archs != nullptr && !(archs->is_array() && (archs->empty() || (*archs)[0].is_string())))
+    field_error(ErrorKind::invalid_argument, s, "architectures", "a list of names", archs);
+  if (archs != nullptr && !archs->empty()) {
+    const std::string name = (*archs)[0].get<std::string>();
+    for (const auto& a : kArchs)
+      if (a.name == name) return a.arch;
+    throw Error(ErrorKind::unsupported, s.file + ": architecture '" + name +
+                                            "' is not supported (supported: " +
+                                            supported_architectures() + ")");
+  }
+  const json* type = get(s, "model_type");
+  if (type == nullptr)
+    throw Error(ErrorKind::invalid_argument,
+                s.file + ": neither 'architectures' nor 'model_type' names the model (supported: " +
+                    supported_architectures() + ")");
+  if (!type->is_string())
+    field_error(ErrorKind::invalid_argument, s, "model_type", "a string", type);
+  const std::string mt = type->get<std::string>();
+  for (const auto& a : kArchs)
+    if (a.model_type == mt) return a.arch;
+  throw Error(ErrorKind::unsupported, s.file + ": model_type '" + mt +
+                                          "' is not supported (supported: " +
+                                          supported_architectures() + ")");
+}
+
+DType parse_dtype(const Source& s) {
+  // transformers 5 writes "dtype", 4 writes "torch_dtype"; absent means transformers' float32.
+  const char* key = get(s, "dtype") != nullptr ? "dtype" : "torch_dtype";
+  const std::string name = optional_string(s, key, "float32");
+  if (name == "bfloat16") return DType::bf16;
+  if (name == "float16") return DType::f16;
+  if (name == "float32") return DType::f32;
+  unsupported(s, key, "checkpoint dtype '" + name + "' is not supported (bfloat16, float16, float32)");
+}
+
+// rope_theta and scaling, from transformers 5's "rope_parameters" or 4's "rope_theta" +
+// "rope_scaling" (4's values may also sit inside rope_parameters: both spellings are read).
+void parse_rope(const Source& cfg, ModelConfig& m, double default_theta) {
+  const char* key = get(cfg, "rope_parameters") != nullptr ? "rope_parameters" : "rope_scaling";
+  const json* p = get(cfg, key);
+  if (p != nullptr && !p->is_object())
+    field_error(ErrorKind::invalid_argument, cfg, key, "an object", p);
+  static const json empty = json::object();
+  const Source rp{p != nullptr ? *p : empty, cfg.file, std::string(key) + "."};
+  for (const auto& [name, value] : rp.obj.items())
+    if (value.is_object())  // transformers 5 nests per-layer-type parameters: not these families
+      unsupported(rp, name, "per-layer-type rope parameters are not supported");
+
+  m.rope = ops::RopeConfig{};
+  const double top_theta = optional_number(cfg, "rope_theta", default_theta);
+  m.rope.theta = static_cast<float>(optional_number(rp, "rope_theta", top_theta));
+
+  // partial_rotary_factor: top level in transformers 4, inside rope_parameters in 5.
+  const Source& ps = get(rp, "partial_rotary_factor") != nullptr ? rp : cfg;
+  const double partial = optional_number(ps, "partial_rotary_factor", 1.0);
+  m.rope.rotary_dim = m.head_dim;
+  if (partial != 1.0) {
+    m.rope.rotary_dim = static_cast<int>(m.head_dim * partial);
+    if (m.rope.rotary_dim <= 0 || m.rope.rotary_dim % 2 != 0 || m.rope.rotary_dim > m.head_dim)
+      field_error(ErrorKind::invalid_argument, ps, "partial_rotary_factor",
+                  "a factor giving an even rotary dimension <= head_dim (" +
+                      std::to_string(m.head_dim) + ")",
+                  get(ps, "partial_rotary_factor"));
+  }
+
+  const char* type_key = get(rp, "rope_type") != nullptr ? "rope_type" : "type";
+  const std::string type = optional_string(rp, type_key, "default");
+  if (type == "default") {
+    m.rope.scaling = ops::RopeScaling::none;
+  } else if (type == "llama3") {
+    m.rope.scaling = ops::RopeScaling::llama3;
+    m.rope.factor = static_cast<float>(required_number(rp, "factor"));
+    m.rope.low_freq_factor = static_cast<float>(required_number(rp, "low_freq_factor"));
+    m.rope.high_freq_factor = static_cast<float>(required_number(rp, "high_freq_factor"));
+    m.rope.original_max_position = required_int(rp, "original_max_position_embeddings");
+  } else if (type == "yarn") {
+    m.rope.scaling = ops::RopeScaling::yarn;
+    m.rope.original_max_position =
+        optional_int(rp, "original_max_position_embeddings", m.max_position_embeddings);
+    // transformers 5: without a factor, the context extension ratio is the factor.
+    if (get(rp, "factor") == nullptr && get(rp, "original_max_position_embeddings") == nullptr)
+      field_error(ErrorKind::invalid_argument, rp, "factor",
+                  "a number > 0 (or original_max_position_embeddings)", nullptr);
+    m.rope.factor = static_cast<float>(optional_number(
+        rp, "factor",
+        static_cast<double>(m.max_position_embeddings) / m.rope.original_max_position));
+    // transformers reads beta_fast/beta_slow with `or`: 0 means the default too.
+    m.rope.beta_fast = static_cast<float>(optional_number(rp, "beta_fast", 0.0, true));
+    if (m.rope.beta_fast == 0.0f) m.rope.beta_fast = 32.0f;
+    m.rope.beta_slow = static_cast<float>(optional_number(rp, "beta_slow", 0.0, true));
+    if (m.rope.beta_slow == 0.0f) m.rope.beta_slow = 1.0f;
+    m.rope.mscale = static_cast<float>(optional_number(rp, "mscale", 0.0, true));
+    m.rope.mscale_all_dim = static_cast<float>(optional_number(rp, "mscale_all_dim", 0.0, true));
+    m.rope.attention_factor = static_cast<float>(optional_number(rp, "attention_factor", 0.0, true));
+    m.rope.truncate = optional_bool(rp, "truncate", true);
+  } else {
+    unsupported(rp, type_key,
+                "rope type '" + type + "' is not supported (supported: default, llama3, yarn)");
+  }
+
+  // The rope op's own checks (the same ones it runs at every call) catch what is left.
+  try {
+    (void)ops::rope_table(m.rope, m.head_dim);
+  } catch (const Error& e) {
+    throw Error(ErrorKind::invalid_argument, cfg.file + ": " + key + ": " + e.what());
+  }
+}
+
+void parse_moe(const Source& s, ModelConfig& m) {
+  const char* experts_key = get(s, "num_experts") != nullptr ? "num_experts" : "num_local_experts";
+  m.num_experts = required_int(s, experts_key);
+  m.experts_per_token = required_int(s, "num_experts_per_tok");
+  if (m.experts_per_token > m.num_experts)
+    field_error(ErrorKind::invalid_argument, s, "num_experts_per_tok",
+                "at most " + std::string(experts_key) + " (" + std::to_string(m.num_experts) + ")",
+                get(s, "num_experts_per_tok"));
+  if (m.arch == Arch::mixtral) {
+    // Mixtral's experts are intermediate_size wide and its router always renormalises top-k.
+    m.moe_intermediate_size = m.intermediate_size;
+    m.norm_topk_prob = true;
+    return;
+  }
+  m.moe_intermediate_size = required_int(s, "moe_intermediate_size");
+  m.norm_topk_prob = optional_bool(s, "norm_topk_prob", false);  // Qwen3MoeConfig's default
+  m.decoder_sparse_step = optional_int(s, "decoder_sparse_step", 1);
+  const json* only = get(s, "mlp_only_layers");
+  if (only == nullptr) return;
+  if (!only->is_array())
+    field_error(ErrorKind::invalid_argument, s, "mlp_only_layers", "a list of layer indices", only);
+  for (const json& v : *only) {
+    int layer = 0;
+    if (!as_int(v, layer) || layer < 0 || layer >= m.num_layers)
+      field_error(ErrorKind::invalid_argument, s, "mlp_only_layers",
+                  "layer indices in [0, " + std::to_string(m.num_layers) + ")", only);
+    m.mlp_only_layers.push_back(layer);
+  }
+}
+
+// bos_token_id (an int) and eos_token_id (an int or a list); absent or null fields leave the
+// current values, so generation_config.json can be read after config.json and win.
+void parse_token_ids(const Source& s, ModelConfig& m) {
+  m.bos_token_id = optional_int(s, "bos_token_id", m.bos_token_id, 0);
+  const json* eos = get(s, "eos_token_id");
+  if (eos == nullptr) return;
+  const json list = eos->is_array() ? *eos : json::array({*eos});
+  const char* expected = "a token id >= 0 or a non-empty list of them";
+  if (list.empty()) field_error(ErrorKind::invalid_argument, s, "eos_token_id", expected, eos);
+  std::vector<int> ids;
+  for (const json& v : list) {
+    int id = 0;
+    if (!as_int(v, id) || id < 0)
+      field_error(ErrorKind::invalid_argument, s, "eos_token_id", expected, eos);
+    ids.push_back(id);
+  }
+  m.eos_token_ids = ids;
+}
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(ErrorKind::io, path + ": cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+std::string_view arch_name(Arch a) {
+  for (const auto& info : kArchs)
+    if (info.arch == a) return info.name;
+  return "unknown";
+}
+
+std::string supported_architectures() {
+  std::string s;
+  for (const auto& info : kArchs) s += (s.empty() ? "" : ", ") + std::string(info.name);
+  return s;
+}
+
+bool ModelConfig::layer_is_moe(int layer) const {
+  if (num_experts <= 0) return false;
+  if (arch == Arch::mixtral) return true;
+  if (arch != Arch::qwen3_moe) return false;
+  if (std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) != mlp_only_layers.end())
+    return false;
+  return (layer + 1) % decoder_sparse_step == 0;
+}
+
+ModelConfig parse_config(const std::string& config_json, const std::string& generation_config_json,
+                         const std::string& source_name, const std::string& generation_source_name) {
+  const json root = parse_object(config_json, source_name);
+  const Source s{root, source_name, ""};
+  ModelConfig m;
+  m.arch = detect_arch(s);
+  const bool mixtral = m.arch == Arch::mixtral;
+  const bool qwen = m.arch == Arch::qwen2 || m.arch == Arch::qwen3 || m.arch == Arch::qwen3_moe;
+
+  m.vocab_size = required_int(s, "vocab_size");
+  m.hidden_size = required_int(s, "hidden_size");
+  m.intermediate_size = required_int(s, "intermediate_size");
+  m.num_layers = required_int(s, "num_hidden_layers");
+  m.num_heads = required_int(s, "num_attention_heads");
+  m.num_kv_heads = optional_int(s, "num_key_value_heads", m.num_heads);
+  if (m.num_heads % m.num_kv_heads != 0)
+    field_error(ErrorKind::invalid_argument, s, "num_key_value_heads",
+                "a divisor of num_attention_heads (" + std::to_string(m.num_heads) + ")",
+                get(s, "num_key_value_heads"));
+  if (get(s, "head_dim") == nullptr && m.hidden_size % m.num_heads != 0)
+    field_error(ErrorKind::invalid_argument, s, "head_dim",
+                "a head_dim, as hidden_size (" + std::to_string(m.hidden_size) +
+                    ") is not a multiple of num_attention_heads (" + std::to_string(m.num_heads) +
+                    ")",
+                nullptr);
+  m.head_dim = optional_int(s, "head_dim", m.hidden_size / m.num_heads);
+  if (m.head_dim % 2 != 0)
+    field_error(ErrorKind::invalid_argument, s, "head_dim", "an even number (RoPE rotates pairs)",
+                get(s, "head_dim"));
+
+  // Family defaults as in transformers' config classes.
+  m.rms_norm_eps = static_cast<float>(optional_number(s, "rms_norm_eps", mixtral ? 1e-5 : 1e-6));
+  const int default_max_pos = m.arch == Arch::llama ? 2048 : mixtral ? 4096 * 32 : 32768;
+  m.max_position_embeddings = optional_int(s, "max_position_embeddings", default_max_pos);
+  m.tie_word_embeddings = optional_bool(s, "tie_word_embeddings", false);
+  m.dtype = parse_dtype(s);
+
+  const std::string act = optional_string(s, "hidden_act", "silu");
+  if (act != "silu")
+    unsupported(s, "hidden_act", "activation '" + act + "' is not supported (silu)");
+
+  switch (m.arch) {
+    case Arch::llama:
+      m.qkv_bias = m.o_bias = optional_bool(s, "attention_bias", false);
+      if (optional_bool(s, "mlp_bias", false))
+        unsupported(s, "mlp_bias", "MLP biases are not supported");
+      break;
+    case Arch::qwen2:
+      m.qkv_bias = true;  // Qwen2 always has q/k/v biases and no o_proj bias
+      break;
+    case Arch::qwen3:
+    case Arch::qwen3_moe:
+      m.qk_norm = true;
+      m.qkv_bias = m.o_bias = optional_bool(s, "attention_bias", false);
+      break;
+    case Arch::mixtral:
+      break;
+  }
+
+  // Sliding-window attention would silently change results past the window: refuse it.
+  if (qwen && optional_bool(s, "use_sliding_window", false))
+    unsupported(s, "use_sliding_window", "sliding-window attention is not supported");
+  if (const json* types = get(s, "layer_types"); types != nullptr) {
+    if (!types->is_array())
+      field_error(ErrorKind::invalid_argument, s, "layer_types", "a list of layer kinds", types);
+    for (const json& t : *types)
+      if (t != "full_attention")
+        unsupported(s, "layer_types", "layer kind " + t.dump() +
+                                          " is not supported (only \"full_attention\")");
+  }
+  if (mixtral) {
+    const json* window = get(s, "sliding_window");
+    if (window != nullptr &&
+        read_int(s, "sliding_window", window, 1) < m.max_position_embeddings)
+      unsupported(s, "sliding_window",
+                  "sliding-window attention is not supported (window " + window->dump() +
+                      " < max_position_embeddings " + std::to_string(m.max_position_embeddings) +
+                      ")");
+  }
+
+  parse_rope(s, m, mixtral ? 1e6 : 10000.0);
+  if (m.arch == Arch::qwen3_moe || mixtral) parse_moe(s, m);
+
+  parse_token_ids(s, m);
+  if (!generation_config_json.empty()) {
+    const json gen = parse_object(generation_config_json, generation_source_name);
+    parse_token_ids(Source{gen, generation_source_name, ""}, m);
+  }
+  return m;
+}
+
+ModelConfig load_config(const std::string& dir) {
+  const std::string config_path = (fs::path(dir) / "config.json").string();
+  const std::string gen_path = (fs::path(dir) / "generation_config.json").string();
+  std::error_code ec;
+  if (!fs::is_regular_file(config_path, ec))
+    throw Error(ErrorKind::io, dir + ": no config.json (not a Hugging Face model folder?)");
+  const std::string config_text = read_text_file(config_path);
+  const std::string gen_text = fs::is_regular_file(gen_path, ec) ? read_text_file(gen_path) : "";
+  return parse_config(config_text, gen_text, config_path, gen_path);
+}
+
+}  // namespace braid::model

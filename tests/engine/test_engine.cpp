@@ -1,0 +1,121 @@
+// Engine on random tiny checkpoints: prefill and token-by-token decode agree, chunked prefill
+// agrees, the GPU (bf16) agrees with the CPU (f32), and bad input is a clear error.
+#include <cmath>
+
+#include "engine/engine.h"
+#include "engine/generate.h"
+#include "test_util.h"
+#include "tiny_model.h"
+
+namespace braid::test {
+namespace {
+
+std::vector<int32_t> prompt_of(int n, int vocab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (auto& id : ids) id = static_cast<int32_t>(3 + rng() % (vocab - 3));
+  return ids;
+}
+
+double rel(const std::vector<float>& a, const std::vector<float>& b) { return rel_error(a, b); }
+
+std::vector<TinyModelSpec> specs() {
+  TinyModelSpec llama;
+  TinyModelSpec qwen3 = llama;
+  qwen3.arch = "Qwen3ForCausalLM", qwen3.qk_norm = true, qwen3.head_dim = 32, qwen3.tied = true;
+  TinyModelSpec qwen2 = llama;
+  qwen2.arch = "Qwen2ForCausalLM", qwen2.qkv_bias = true, qwen2.kv_heads = 1;
+  TinyModelSpec moe = qwen3;
+  moe.arch = "Qwen3MoeForCausalLM", moe.tied = false, moe.experts = 8, moe.experts_per_token = 2;
+  return {llama, qwen3, qwen2, moe};
+}
+
+class EngineConsistency : public ::testing::TestWithParam<TinyModelSpec> {};
+
+TEST_P(EngineConsistency, PrefillEqualsDecodeAndChunkedPrefillOnCpu) {
+  TinyModelDir dir(GetParam());
+  engine::EngineOptions o;
+  o.max_step_tokens = 64;
+  engine::Engine eng(dir.path(), o);
+  const auto prompt = prompt_of(13, eng.config().vocab_size, 7);
+  const size_t V = static_cast<size_t>(eng.config().vocab_size);
+  const auto all = eng.step(prompt, /*all_logits=*/true);
+  ASSERT_EQ(all.size(), prompt.size() * V);
+
+  eng.reset();
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    const auto one = eng.step({prompt[i]});
+    EXPECT_LE(rel(one, std::vector<float>(all.begin() + i * V, all.begin() + (i + 1) * V)), 1e-5)
+        << "position " << i;
+  }
+
+  o.max_step_tokens = 4;  // the prompt is prefilled in chunks of 4 (query shorter than the keys)
+  engine::Engine chunked(dir.path(), o);
+  EXPECT_LE(rel(chunked.step(prompt, true), all), 1e-5);
+}
+
+TEST_P(EngineConsistency, CudaBf16MatchesCpu) {
+  BRAID_REQUIRE_CUDA();
+  TinyModelDir dir(GetParam());
+  engine::Engine cpu(dir.path(), {});
+  engine::EngineOptions o;
+  o.device = Device::cuda();
+  engine::Engine gpu(dir.path(), o);
+  EXPECT_EQ(gpu.dtype(), DType::bf16);
+  const auto prompt = prompt_of(21, cpu.config().vocab_size, 11);
+  EXPECT_LE(rel(gpu.step(prompt, true), cpu.step(prompt, true)), 3e-2);
+  EXPECT_LE(rel(gpu.step({5}), cpu.step({5})), 3e-2);  // one decode step
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, EngineConsistency, ::testing::ValuesIn(specs()),
+                         [](const auto& info) {
+                           std::string a = info.param.arch;
+                           return a.substr(0, a.find("For"));
+                         });
+
+TEST(EngineErrors, PromptOverTheContextAndBadTokens) {
+  TinyModelDir dir(TinyModelSpec{});
+  engine::EngineOptions o;
+  o.max_context = 20;
+  engine::Engine eng(dir.path(), o);
+  expect_error([&] { engine::generate(eng, prompt_of(20, 96, 1), 4, {}, {}); },
+               ErrorKind::invalid_argument, {"prompt has 20 tokens", "context holds 20"});
+  expect_error([&] { eng.step({5, 96}); }, ErrorKind::invalid_argument,
+               {"token id 96", "index 1", "[0, 96)"});
+  // Generation stops at the context's end instead of overrunning it.
+  auto r = engine::generate(eng, prompt_of(15, 96, 2), 50, {}, {});
+  EXPECT_EQ(r.tokens.size(), 5u);
+}
+
+TEST(EngineErrors, MissingOrMistypedTensorsAreNamed) {
+  TinyModelSpec missing;
+  missing.drop_tensor = "model.layers.1.self_attn.k_proj.weight";
+  TinyModelDir a(missing);
+  expect_error([&] { engine::Engine(a.path(), {}); }, ErrorKind::io,
+               {"model.layers.1.self_attn.k_proj.weight", "missing"});
+  TinyModelSpec mistyped;
+  mistyped.dtype = "BF16";  // config.json says float32
+  TinyModelDir b(mistyped);
+  expect_error([&] { engine::Engine(b.path(), {}); }, ErrorKind::io, {"bf16", "config.json", "f32"});
+}
+
+TEST(EngineErrors, UnknownArchitectureListsTheSupportedOnes) {
+  TinyModelSpec s;
+  s.arch = "GPT2LMHeadModel";
+  TinyModelDir dir(s);
+  try {
+    engine::Engine eng(dir.path(), {});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("GPT2LMHeadModel"), std::string::npos) << m;
+    EXPECT_NE(m.find("LlamaForCausalLM"), std::string::npos) << m;
+    EXPECT_NE(m.find("MixtralForCausalLM"), std::string::npos) << m;
+  }
+}
+
+}  // namespace
+
+void PrintTo(const TinyModelSpec& s, std::ostream* os) { *os << s.arch; }
+
+}  // namespace braid::test

@@ -1,0 +1,138 @@
+// Writes small random-weight checkpoints (config.json + model.safetensors) for engine tests.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "braid/dtype.h"
+
+namespace braid::test {
+
+struct TinyModelSpec {
+  std::string arch = "LlamaForCausalLM";
+  int vocab = 96, hidden = 64, layers = 2, heads = 4, kv_heads = 2, head_dim = 16;
+  int intermediate = 96;
+  bool qkv_bias = false, qk_norm = false, tied = false;
+  int experts = 0, experts_per_token = 0, moe_intermediate = 48;
+  std::string dtype = "F32";  // safetensors dtype of every tensor
+  std::string config_dtype = "float32";
+  uint64_t seed = 1;
+  // Tensors to leave out / reshape, for bad-input tests.
+  std::string drop_tensor;
+};
+
+class TinyModelDir {
+ public:
+  explicit TinyModelDir(const TinyModelSpec& s) {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("braid_tiny_" + std::to_string(std::random_device{}()) + "_" + std::to_string(s.seed));
+    std::filesystem::create_directories(dir_);
+    write_config(s);
+    write_weights(s);
+  }
+  ~TinyModelDir() { std::filesystem::remove_all(dir_); }
+  TinyModelDir(const TinyModelDir&) = delete;
+  TinyModelDir& operator=(const TinyModelDir&) = delete;
+  std::string path() const { return dir_.string(); }
+
+ private:
+  void write_config(const TinyModelSpec& s) {
+    nlohmann::json c = {{"architectures", {s.arch}},
+                        {"vocab_size", s.vocab},
+                        {"hidden_size", s.hidden},
+                        {"intermediate_size", s.intermediate},
+                        {"num_hidden_layers", s.layers},
+                        {"num_attention_heads", s.heads},
+                        {"num_key_value_heads", s.kv_heads},
+                        {"head_dim", s.head_dim},
+                        {"rms_norm_eps", 1e-6},
+                        {"max_position_embeddings", 256},
+                        {"rope_theta", 10000.0},
+                        {"tie_word_embeddings", s.tied},
+                        {"torch_dtype", s.config_dtype},
+                        {"bos_token_id", 1},
+                        {"eos_token_id", 2}};
+    if (s.experts) {
+      c["num_experts"] = s.experts;
+      c["num_experts_per_tok"] = s.experts_per_token;
+      c["moe_intermediate_size"] = s.moe_intermediate;
+      c["norm_topk_prob"] = true;
+    }
+    std::ofstream(dir_ / "config.json") << c.dump(2);
+  }
+
+  void write_weights(const TinyModelSpec& s) {
+    std::mt19937_64 rng(s.seed);
+    std::normal_distribution<float> normal(0.0f, 0.08f);
+    const DType t = dtype_from_name(s.dtype);
+    std::map<std::string, std::pair<std::vector<int64_t>, std::string>> tensors;
+    auto add = [&](const std::string& name, std::vector<int64_t> shape, float base = 0.0f) {
+      if (name == s.drop_tensor) return;
+      int64_t n = 1;
+      for (int64_t d : shape) n *= d;
+      std::string bytes(static_cast<size_t>(n) * dtype_size(t), '\0');
+      for (int64_t i = 0; i < n; ++i) store_from_float(bytes.data(), t, i, base + normal(rng));
+      tensors[name] = {std::move(shape), std::move(bytes)};
+    };
+    const int64_t H = s.hidden, qd = s.heads * s.head_dim, kvd = s.kv_heads * s.head_dim;
+    add("model.embed_tokens.weight", {s.vocab, H});
+    add("model.norm.weight", {H}, 1.0f);
+    if (!s.tied) add("lm_head.weight", {s.vocab, H});
+    for (int l = 0; l < s.layers; ++l) {
+      const std::string p = "model.layers." + std::to_string(l) + ".";
+      add(p + "input_layernorm.weight", {H}, 1.0f);
+      add(p + "post_attention_layernorm.weight", {H}, 1.0f);
+      add(p + "self_attn.q_proj.weight", {qd, H});
+      add(p + "self_attn.k_proj.weight", {kvd, H});
+      add(p + "self_attn.v_proj.weight", {kvd, H});
+      add(p + "self_attn.o_proj.weight", {H, qd});
+      if (s.qkv_bias) {
+        add(p + "self_attn.q_proj.bias", {qd});
+        add(p + "self_attn.k_proj.bias", {kvd});
+        add(p + "self_attn.v_proj.bias", {kvd});
+      }
+      if (s.qk_norm) {
+        add(p + "self_attn.q_norm.weight", {s.head_dim}, 1.0f);
+        add(p + "self_attn.k_norm.weight", {s.head_dim}, 1.0f);
+      }
+      if (s.experts) {
+        add(p + "mlp.gate.weight", {s.experts, H});
+        for (int e = 0; e < s.experts; ++e) {
+          const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
+          add(x + "gate_proj.weight", {s.moe_intermediate, H});
+          add(x + "up_proj.weight", {s.moe_intermediate, H});
+          add(x + "down_proj.weight", {H, s.moe_intermediate});
+        }
+      } else {
+        add(p + "mlp.gate_proj.weight", {s.intermediate, H});
+        add(p + "mlp.up_proj.weight", {s.intermediate, H});
+        add(p + "mlp.down_proj.weight", {H, s.intermediate});
+      }
+    }
+    nlohmann::json header = nlohmann::json::object();
+    std::string data;
+    for (const auto& [name, entry] : tensors) {
+      header[name] = {{"dtype", s.dtype},
+                      {"shape", entry.first},
+                      {"data_offsets", {data.size(), data.size() + entry.second.size()}}};
+      data += entry.second;
+    }
+    const std::string text = header.dump();
+    std::ofstream f(dir_ / "model.safetensors", std::ios::binary);
+    const uint64_t len = text.size();
+    for (int i = 0; i < 8; ++i) f.put(static_cast<char>((len >> (8 * i)) & 0xff));
+    f << text << data;
+  }
+
+  std::filesystem::path dir_;
+};
+
+}  // namespace braid::test
