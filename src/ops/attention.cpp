@@ -1,10 +1,14 @@
-// attention over a paged KV cache: argument checks and dispatch (CPU reference only for now).
+// attention over a paged KV cache: argument checks and dispatch.
 #include <cmath>
 #include <string>
 
 #include "braid/ops.h"
+#include "core/device_guard.h"
 #include "ops/check.h"
 #include "ops/cpu/cpu_ops.h"
+#if BRAID_WITH_CUDA
+#include "ops/cuda/cuda_ops.h"
+#endif
 
 namespace braid::ops {
 
@@ -122,7 +126,6 @@ void check_values(const Tensor& q, const Tensor& cu_seqlens_q, const PagedKV& kv
 
 void attention(const Tensor& q, const Tensor& cu_seqlens_q, const PagedKV& kv, bool causal,
                float softmax_scale, const Tensor& out, const Tensor& lse, Stream stream) {
-  (void)stream;  // CPU only for now
   check_shapes(q, cu_seqlens_q, kv, softmax_scale, out, lse);
   Device dev = check::same_device(kOp, {{"q", &q},
                                         {"cu_seqlens_q", &cu_seqlens_q},
@@ -132,13 +135,22 @@ void attention(const Tensor& q, const Tensor& cu_seqlens_q, const PagedKV& kv, b
                                         {"kv.kv_lens", &kv.kv_lens},
                                         {"out", &out},
                                         {"lse", &lse}});
-  if (dev.is_cuda())
-    throw Error(ErrorKind::unsupported,
-                "attention: the CUDA attention kernel is not implemented yet (tensors are on " +
-                    device_name(dev) + ")");
-  check_values(q, cu_seqlens_q, kv);
+  if (dev.is_cpu()) {
+    check_values(q, cu_seqlens_q, kv);
+    if (q.numel() == 0) return;
+    return cpu::attention(q, cu_seqlens_q, kv, causal, softmax_scale, out, lse);
+  }
+#if BRAID_WITH_CUDA
+  // On CUDA the index values are trusted (see check_values).
+  if (!cuda::attention_supports_head_dim(q.shape[2]))
+    check::fail(ErrorKind::unsupported, kOp, "q", "a head_dim of 64, 128 or 256 on CUDA",
+                "head_dim " + std::to_string(q.shape[2]));
   if (q.numel() == 0) return;
-  cpu::attention(q, cu_seqlens_q, kv, causal, softmax_scale, out, lse);
+  DeviceGuard guard(dev);
+  cuda::attention(q, cu_seqlens_q, kv, causal, softmax_scale, out, lse, stream);
+#else
+  (void)stream;
+#endif
 }
 
 }  // namespace braid::ops

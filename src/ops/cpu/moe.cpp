@@ -1,0 +1,136 @@
+// Reference mixture-of-experts ops (see ops.h): the router's softmax and top-k, and the experts'
+// SwiGLU MLPs combined with the routing weights. Plain loops; dot products in fp64, rounded where
+// the contract rounds.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "ops/cpu/cpu_ops.h"
+
+namespace braid::cpu {
+
+namespace {
+
+// n elements of a `t` buffer from element `offset` on, as floats (the dtype switch once per row,
+// not per element: these loops are the reference for Qwen3-MoE-sized tests).
+void row_to_floats(const void* base, DType t, int64_t offset, int64_t n, float* dst) {
+  switch (t) {
+    case DType::f32:
+      std::memcpy(dst, static_cast<const float*>(base) + offset, static_cast<size_t>(n) * 4);
+      return;
+    case DType::bf16: {
+      const uint16_t* p = static_cast<const uint16_t*>(base) + offset;
+      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_float(p[i]);
+      return;
+    }
+    case DType::f16: {
+      const uint16_t* p = static_cast<const uint16_t*>(base) + offset;
+      for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_float(p[i]);
+      return;
+    }
+    default:
+      for (int64_t i = 0; i < n; ++i) dst[i] = load_as_float(base, t, offset + i);
+  }
+}
+
+// Four partial sums, so the loop is not one long chain of dependent adds.
+double dot(const float* x, const float* y, int64_t n) {
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 += static_cast<double>(x[i]) * y[i];
+    s1 += static_cast<double>(x[i + 1]) * y[i + 1];
+    s2 += static_cast<double>(x[i + 2]) * y[i + 2];
+    s3 += static_cast<double>(x[i + 3]) * y[i + 3];
+  }
+  for (; i < n; ++i) s0 += static_cast<double>(x[i]) * y[i];
+  return (s0 + s1) + (s2 + s3);
+}
+
+}  // namespace
+
+void moe_route_topk_softmax(const Tensor& logits, int k, bool renormalize,
+                            const Tensor& topk_weights, const Tensor& topk_ids) {
+  const int64_t tokens = logits.shape[0], experts = logits.shape[1];
+  std::vector<float> x(static_cast<size_t>(experts)), p(static_cast<size_t>(experts));
+  std::vector<bool> chosen(static_cast<size_t>(experts));
+  for (int64_t t = 0; t < tokens; ++t) {
+    row_to_floats(logits.data, logits.dtype, t * logits.row_stride(), experts, x.data());
+    // Softmax in fp32 with the maximum subtracted (a NaN logit makes the whole row NaN).
+    float m = -INFINITY;
+    for (float v : x) m = std::fmax(m, v);
+    double sum = 0;
+    for (int64_t e = 0; e < experts; ++e) {
+      p[e] = std::exp(x[e] - m);
+      sum += p[e];
+    }
+    for (float& v : p) v = static_cast<float>(v / sum);
+
+    // k rounds of "largest remaining logit, lowest index among equals"; NaN ranks lowest.
+    std::fill(chosen.begin(), chosen.end(), false);
+    float* w = topk_weights.ptr<float>() + t * k;
+    int32_t* ids = topk_ids.ptr<int32_t>() + t * k;
+    for (int j = 0; j < k; ++j) {
+      int64_t best = -1;
+      float best_key = 0;
+      for (int64_t e = 0; e < experts; ++e) {
+        if (chosen[e]) continue;
+        const float key = std::isnan(x[e]) ? -INFINITY : x[e];
+        if (best < 0 || key > best_key) {
+          best = e;
+          best_key = key;
+        }
+      }
+      chosen[best] = true;
+      ids[j] = static_cast<int32_t>(best);
+      w[j] = p[best];
+    }
+    if (renormalize) {
+      float chosen_sum = 0;  // fp32, in order, as the kernel sums them
+      for (int j = 0; j < k; ++j) chosen_sum += w[j];
+      for (int j = 0; j < k; ++j) w[j] /= chosen_sum;
+    }
+  }
+}
+
+void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
+                 const Tensor& gate_up, const Tensor& down, const Tensor& workspace,
+                 const Tensor& out) {
+  const int64_t tokens = x.shape[0], hidden = x.shape[1];
+  const int64_t k = topk_ids.shape[1], inter = down.shape[2];
+  const DType dt = x.dtype;
+  std::vector<float> xf(static_cast<size_t>(hidden)), gate(static_cast<size_t>(hidden)),
+      up(static_cast<size_t>(hidden)), row(static_cast<size_t>(inter));
+  float* ws = workspace.ptr<float>();
+
+  for (int64_t t = 0; t < tokens; ++t) {
+    // Every h of this token first: out may be x, and x[t] is not needed once they exist.
+    row_to_floats(x.data, dt, t * x.row_stride(), hidden, xf.data());
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t e = topk_ids.ptr<int32_t>()[t * k + j];
+      float* h = ws + (t * k + j) * inter;
+      for (int64_t i = 0; i < inter; ++i) {
+        const int64_t gate_row = (e * 2 * inter + i) * hidden, up_row = gate_row + inter * hidden;
+        row_to_floats(gate_up.data, dt, gate_row, hidden, gate.data());
+        row_to_floats(gate_up.data, dt, up_row, hidden, up.data());
+        // g and u rounded as a gemm's output would be; silu(g) * u in fp32, rounded once.
+        const float g = quantize(dt, static_cast<float>(dot(gate.data(), xf.data(), hidden)));
+        const float u = quantize(dt, static_cast<float>(dot(up.data(), xf.data(), hidden)));
+        h[i] = quantize(dt, g / (1.0f + std::exp(-g)) * u);
+      }
+    }
+    for (int64_t n = 0; n < hidden; ++n) {
+      double acc = 0;
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t e = topk_ids.ptr<int32_t>()[t * k + j];
+        row_to_floats(down.data, dt, (e * hidden + n) * inter, inter, row.data());
+        const double y = dot(row.data(), ws + (t * k + j) * inter, inter);
+        acc += static_cast<double>(topk_weights.ptr<float>()[t * k + j]) * y;
+      }
+      store_from_float(out.at(t * out.row_stride()), dt, n, static_cast<float>(acc));
+    }
+  }
+}
+
+}  // namespace braid::cpu

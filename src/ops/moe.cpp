@@ -1,0 +1,140 @@
+// Mixture-of-experts ops (moe_route_topk_softmax, moe_experts): argument checks and dispatch.
+#include <string>
+
+#include "braid/ops.h"
+#include "core/device_guard.h"
+#include "ops/check.h"
+#include "ops/cpu/cpu_ops.h"
+#if BRAID_WITH_CUDA
+#include "ops/cuda/cuda_ops.h"
+#endif
+
+namespace braid::ops {
+
+void moe_route_topk_softmax(const Tensor& logits, int k, bool renormalize,
+                            const Tensor& topk_weights, const Tensor& topk_ids, Stream stream) {
+  const char* op = "moe_route_topk_softmax";
+  check::defined(op, "logits", logits);
+  check::defined(op, "topk_weights", topk_weights);
+  check::defined(op, "topk_ids", topk_ids);
+  check::dtype_in(op, "logits", logits, {DType::f32, DType::f16, DType::bf16});
+  check::ndim_eq(op, "logits", logits, 2);
+  check::rows(op, "logits", logits);
+  const int64_t tokens = logits.shape[0], experts = logits.shape[1];
+  if (experts < 1 || experts > kMoeMaxExperts)
+    check::fail(ErrorKind::shape, op, "logits",
+                "between 1 and " + std::to_string(kMoeMaxExperts) + " experts in dimension 1",
+                shape_string(logits));
+  const int64_t max_k = experts < kMoeMaxTopK ? experts : kMoeMaxTopK;
+  if (k < 1 || k > max_k)
+    check::fail(ErrorKind::invalid_argument, op, "k",
+                "k between 1 and min(" + std::to_string(kMoeMaxTopK) + ", experts) = " +
+                    std::to_string(max_k),
+                std::to_string(k));
+  check::dtype_eq(op, "topk_weights", topk_weights, DType::f32);
+  check::shape_eq(op, "topk_weights", topk_weights, {tokens, k});
+  check::contiguous(op, "topk_weights", topk_weights);
+  check::dtype_eq(op, "topk_ids", topk_ids, DType::i32);
+  check::shape_eq(op, "topk_ids", topk_ids, {tokens, k});
+  check::contiguous(op, "topk_ids", topk_ids);
+  Device dev = check::same_device(
+      op, {{"logits", &logits}, {"topk_weights", &topk_weights}, {"topk_ids", &topk_ids}});
+  if (tokens == 0) return;
+  if (dev.is_cpu()) return cpu::moe_route_topk_softmax(logits, k, renormalize, topk_weights, topk_ids);
+#if BRAID_WITH_CUDA
+  DeviceGuard guard(dev);
+  cuda::moe_route_topk_softmax(logits, k, renormalize, topk_weights, topk_ids, stream);
+#else
+  (void)stream;
+#endif
+}
+
+namespace {
+
+// The CPU can look at the ids; on CUDA an out-of-range id contributes nothing instead.
+void check_expert_ids(const char* op, const Tensor& topk_ids, int64_t experts) {
+  const int64_t tokens = topk_ids.shape[0], k = topk_ids.shape[1];
+  const int32_t* ids = topk_ids.ptr<int32_t>();
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t j = 0; j < k; ++j) {
+      const int32_t e = ids[t * k + j];
+      if (e < 0 || e >= experts)
+        check::fail(ErrorKind::invalid_argument, op, "topk_ids",
+                    "expert ids in [0, " + std::to_string(experts) + ")",
+                    "topk_ids[" + std::to_string(t) + ", " + std::to_string(j) +
+                        "] = " + std::to_string(e));
+    }
+}
+
+}  // namespace
+
+void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
+                 const Tensor& gate_up, const Tensor& down, const Tensor& workspace,
+                 const Tensor& out, Stream stream) {
+  const char* op = "moe_experts";
+  check::defined(op, "x", x);
+  check::defined(op, "topk_weights", topk_weights);
+  check::defined(op, "topk_ids", topk_ids);
+  check::defined(op, "gate_up", gate_up);
+  check::defined(op, "down", down);
+  check::defined(op, "workspace", workspace);
+  check::defined(op, "out", out);
+
+  check::dtype_in(op, "x", x, {DType::f32, DType::f16, DType::bf16});
+  check::ndim_eq(op, "x", x, 2);
+  check::rows(op, "x", x);
+  const int64_t tokens = x.shape[0], hidden = x.shape[1];
+
+  check::dtype_eq(op, "topk_ids", topk_ids, DType::i32);
+  check::ndim_eq(op, "topk_ids", topk_ids, 2);
+  check::dim_eq(op, "topk_ids", topk_ids, 0, tokens, "tokens, as in x");
+  check::contiguous(op, "topk_ids", topk_ids);
+  const int64_t k = topk_ids.shape[1];
+  if (k < 1)
+    check::fail(ErrorKind::shape, op, "topk_ids", "at least one expert per token (dimension 1)",
+                shape_string(topk_ids));
+  check::dtype_eq(op, "topk_weights", topk_weights, DType::f32);
+  check::same_shape(op, "topk_weights", topk_weights, topk_ids);
+  check::contiguous(op, "topk_weights", topk_weights);
+
+  check::dtype_eq(op, "gate_up", gate_up, x.dtype);
+  check::ndim_eq(op, "gate_up", gate_up, 3);
+  check::dim_eq(op, "gate_up", gate_up, 2, hidden, "hidden size, as in x");
+  check::contiguous(op, "gate_up", gate_up);
+  const int64_t experts = gate_up.shape[0], inter = gate_up.shape[1] / 2;
+  if (experts == 0 || inter == 0 || gate_up.shape[1] % 2 != 0)
+    check::fail(ErrorKind::shape, op, "gate_up",
+                "[experts, 2 * intermediate, hidden] with experts and intermediate > 0",
+                shape_string(gate_up));
+  check::dtype_eq(op, "down", down, x.dtype);
+  check::shape_eq(op, "down", down, {experts, hidden, inter});
+  check::contiguous(op, "down", down);
+
+  check::dtype_eq(op, "workspace", workspace, DType::f32);
+  check::shape_eq(op, "workspace", workspace, {tokens * k, inter});
+  check::contiguous(op, "workspace", workspace);
+  check::dtype_eq(op, "out", out, x.dtype);
+  check::same_shape(op, "out", out, x);
+  check::rows(op, "out", out);
+
+  Device dev = check::same_device(op, {{"x", &x},
+                                       {"topk_weights", &topk_weights},
+                                       {"topk_ids", &topk_ids},
+                                       {"gate_up", &gate_up},
+                                       {"down", &down},
+                                       {"workspace", &workspace},
+                                       {"out", &out}});
+  if (out.numel() == 0) return;
+  if (dev.is_cpu()) {
+    check_expert_ids(op, topk_ids, experts);
+    return cpu::moe_experts(x, topk_weights, topk_ids, gate_up, down, workspace, out);
+  }
+#if BRAID_WITH_CUDA
+  DeviceGuard guard(dev);
+  cuda::moe_experts(x, topk_weights, topk_ids, gate_up, down, workspace, out, stream);
+#else
+  (void)stream;
+#endif
+}
+
+}  // namespace braid::ops
