@@ -1,11 +1,16 @@
-# braidinfer — the two entry points are `make test` (install what is missing, build, run every
-# test) and, with the engine, `make run`.
+# braidinfer — the two entry points: `make run` (set up if needed, build, generate text with the
+# embedded model, on the GPU if there is one) and `make test` (set up, build, run every test).
 BUILD ?= build
 BUILD_TYPE ?= Release
 PYTHON ?= /usr/bin/python3
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps configure build test test-python clean
+.PHONY: all deps configure build run test clean
+
+MODEL ?= models/tiny-fortunes
+PROMPT ?= The meaning of life is
+NEW_TOKENS ?= 64
+DEVICE ?= auto
 
 all: build
 
@@ -17,6 +22,9 @@ configure: deps
 
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
+
+run: build
+	@$(BUILD)/braidinfer generate --model $(MODEL) --prompt "$(PROMPT)" -n $(NEW_TOKENS) --device $(DEVICE)
 
 # Python tests first, ctest last, then one closing line: 'ctest: N passed, N failed, N skipped'.
 test: build
