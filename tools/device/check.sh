@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The one script run on the GPU machine: environment, build (or a carried build), GPU tests,
-# Python tests, and the ceilings benchmark. Logs and JSON go to $OUT (default ./device-out), at
-# most 7 files: env.log build.log tests.log gtest.json pytest.log ceilings.log ceilings.json.
+# Python tests, the ceilings benchmark and the engine's decode speed. Logs and JSON go to $OUT
+# (default ./device-out), 8 files: env.log build.log tests.log gtest.json pytest.log
+# ceilings.log ceilings.json generate.log.
+# The build needs PCRE2 and utf8proc headers, which the lent GPU machine lacks: build here and
+# carry it (tools/device/pack-build.sh, then BUILD_DIR=.device/build).
 # Every step runs even when an earlier one failed (steps that need the build are skipped if it
 # failed); the script exits non-zero if any step failed and prints a summary table last.
 #
@@ -97,6 +100,21 @@ python_tests() {
     python3 -m pytest -q python/tests 2>&1 | tee "$OUT/pytest.log"
 }
 
+# Decode speed of the engine end to end (the summary line of braidinfer generate): the embedded
+# model and one golden checkpoint, on the GPU, plus the embedded model on the CPU for scale.
+engine_decode() {
+  {
+    "$BIN/braidinfer" generate --model models/tiny-fortunes --prompt "The meaning of life is" \
+      -n 256 --ignore-eos --device cuda
+    "$BIN/braidinfer" generate --model tests/data/goldens/qwen3 --device cuda --ignore-eos \
+      --prompt-ids 17,254,3,99,411,73,150,500,8,321,64,222 -n 200 --max-context 256
+    "$BIN/braidinfer" generate --model tests/data/goldens/qwen3_moe --device cuda --ignore-eos \
+      --prompt-ids 17,254,3,99,411,73,150,500,8,321,64,222 -n 200 --max-context 256
+    "$BIN/braidinfer" generate --model models/tiny-fortunes --prompt "The meaning of life is" \
+      -n 64 --ignore-eos --device cpu
+  } 2>&1 | tee "$OUT/generate.log"
+}
+
 ceilings() {
   # shellcheck disable=SC2086  # CEILINGS_ARGS is a list of flags
   "$BIN/braidinfer" bench ceilings --json "$OUT/ceilings.json" ${CEILINGS_ARGS:-} 2>&1 |
@@ -125,9 +143,10 @@ if [[ -x "$BIN/braidinfer" && -x "$BIN/tests/braid_tests" ]]; then
     skip_step "python tests" "no python/tests"
   fi
   run_step "bench ceilings" ceilings
+  run_step "engine decode" engine_decode
 else
   FAILED=1
-  for s in "gpu tests (braid_tests)" "python tests" "bench ceilings"; do skip_step "$s" "no build"; done
+  for s in "gpu tests (braid_tests)" "python tests" "bench ceilings" "engine decode"; do skip_step "$s" "no build"; done
 fi
 
 echo
