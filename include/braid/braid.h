@@ -194,6 +194,44 @@ BRAID_API braid_status braid_attention(const braid_tensor* q, const braid_tensor
                                        float softmax_scale, const braid_tensor* out,
                                        const braid_tensor* lse, void* stream);
 
+/* Writes new keys and values into a paged KV cache: token i goes to slot slots[i], i.e. page
+ * slots[i] / page_size, offset slots[i] % page_size.
+ *   k, v             [n, kv_heads, head_dim] float, last dim dense
+ *   slots            [n] i32, each in [0, num_pages * page_size) (checked on the CPU only)
+ *   k_pages, v_pages [num_pages, page_size, kv_heads, head_dim] k's dtype, contiguous */
+BRAID_API braid_status braid_kv_append(const braid_tensor* k, const braid_tensor* v,
+                                       const braid_tensor* slots, const braid_tensor* k_pages,
+                                       const braid_tensor* v_pages, void* stream);
+
+/* Mixture-of-experts router: p = softmax(logits[t, :]) in fp32; the k experts with the largest
+ * logits, in descending order (ties: lower index first; NaN ranks last); topk_weights = their p,
+ * divided by the sum of the k chosen p when renormalize is nonzero.
+ *   logits       [T, E] float, rows; 1 <= E <= 512
+ *   k            1 <= k <= min(16, E)
+ *   topk_weights [T, k] f32, contiguous
+ *   topk_ids     [T, k] i32, contiguous */
+BRAID_API braid_status braid_moe_route_topk_softmax(const braid_tensor* logits, int k,
+                                                    int renormalize,
+                                                    const braid_tensor* topk_weights,
+                                                    const braid_tensor* topk_ids, void* stream);
+
+/* Experts with a SwiGLU MLP each, combined with the routing weights: for token t,
+ * out[t] = sum_j topk_weights[t, j] * down[e] @ (silu(gate[e] @ x[t]) * (up[e] @ x[t])),
+ * e = topk_ids[t, j] (g, u and h rounded to x's dtype as the dense MLP does; the sum in fp32).
+ *   x            [T, H] float, rows
+ *   topk_weights [T, k] f32, contiguous
+ *   topk_ids     [T, k] i32, contiguous; each in [0, E) (checked on the CPU; on CUDA a bad id
+ *                contributes nothing)
+ *   gate_up      [E, 2*I, H] x's dtype, contiguous (per expert: I gate rows, then I up rows)
+ *   down         [E, H, I] x's dtype, contiguous
+ *   workspace    [T*k, I] f32, contiguous scratch
+ *   out          [T, H] x's dtype, rows; may be x */
+BRAID_API braid_status braid_moe_experts(const braid_tensor* x, const braid_tensor* topk_weights,
+                                         const braid_tensor* topk_ids,
+                                         const braid_tensor* gate_up, const braid_tensor* down,
+                                         const braid_tensor* workspace, const braid_tensor* out,
+                                         void* stream);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -30,6 +30,9 @@ __all__ = [
     "softmax",
     "argmax",
     "attention",
+    "kv_append",
+    "moe_route_topk_softmax",
+    "moe_experts",
 ]
 
 
@@ -256,3 +259,62 @@ def attention(q, cu_seqlens_q, k_pages, v_pages, page_table, kv_lens, causal=Tru
           ctypes.c_int(1 if causal else 0), ctypes.c_float(softmax_scale),
           c.tensor("out", out, writable=True), c.optional("lse", lse, writable=True))
     return (out, lse) if return_lse else out
+
+
+def kv_append(k, v, slots, k_pages, v_pages, *, stream=None):
+    """Writes token i's keys and values into slot slots[i] of a paged KV cache (page
+    slots[i] // page_size, offset slots[i] % page_size), in place.
+    k, v [n, kv_heads, head_dim] f32/f16/bf16, last dim dense (views into a QKV output are fine);
+    slots [n] i32, each in [0, num_pages * page_size) (checked on the CPU only); k_pages, v_pages
+    [num_pages, page_size, kv_heads, head_dim] k's dtype, contiguous. Returns (k_pages, v_pages)."""
+    c = _Call("kv_append", stream)
+    c.run(c.tensor("k", k), c.tensor("v", v), c.tensor("slots", slots),
+          c.tensor("k_pages", k_pages, writable=True), c.tensor("v_pages", v_pages, writable=True))
+    return k_pages, v_pages
+
+
+def moe_route_topk_softmax(logits, k, renormalize, topk_weights=None, topk_ids=None, *,
+                           stream=None):
+    """MoE router: softmax over the experts in fp32, then the k experts with the largest logits,
+    in descending order (ties: lower index first; NaN ranks last). The weights are the chosen
+    probabilities, divided by their sum when renormalize (Qwen3-MoE's norm_topk_prob; Mixtral
+    always renormalises).
+    logits [T, E] f32/f16/bf16, 1 <= E <= 512; 1 <= k <= min(16, E); topk_weights [T, k] f32
+    and topk_ids [T, k] i32 (each allocated when None). Returns (topk_weights, topk_ids)."""
+    if topk_weights is None or topk_ids is None:
+        _need_dims("moe_route_topk_softmax", "logits", logits, 1)
+        shape = (_shape(logits)[0], int(k))
+        if topk_weights is None:
+            topk_weights = _convert.empty(logits, shape, "f32")
+        if topk_ids is None:
+            topk_ids = _convert.empty(logits, shape, "i32")
+    c = _Call("moe_route_topk_softmax", stream)
+    c.run(c.tensor("logits", logits), ctypes.c_int(int(k)), ctypes.c_int(1 if renormalize else 0),
+          c.tensor("topk_weights", topk_weights, writable=True),
+          c.tensor("topk_ids", topk_ids, writable=True))
+    return topk_weights, topk_ids
+
+
+def moe_experts(x, topk_weights, topk_ids, gate_up, down, workspace=None, out=None, *,
+                stream=None):
+    """Experts with a SwiGLU MLP each, combined with the routing weights: for each token t,
+    out[t] = sum_j topk_weights[t, j] * down[e] @ (silu(gate[e] @ x[t]) * (up[e] @ x[t])),
+    e = topk_ids[t, j] (g, u and h rounded to x's dtype, as the dense MLP rounds them).
+    x [T, H] f32/f16/bf16; topk_weights [T, k] f32; topk_ids [T, k] i32, each in [0, E)
+    (an error on the CPU; on CUDA a bad id contributes nothing); gate_up [E, 2*I, H] (per expert
+    I gate rows then I up rows); down [E, H, I]; workspace [T*k, I] f32 scratch and out [T, H]
+    (may be x), each allocated when None (a preallocated workspace keeps the call free of
+    allocations, e.g. for CUDA-graph capture). Returns out."""
+    if workspace is None:
+        _need_dims("moe_experts", "topk_ids", topk_ids, 2)
+        _need_dims("moe_experts", "down", down, 3)
+        pairs = _shape(topk_ids)[0] * _shape(topk_ids)[1]
+        workspace = _convert.empty(x, (pairs, _shape(down)[2]), "f32")
+    if out is None:
+        _need_dims("moe_experts", "x", x, 0)
+        out = _convert.empty(x, _shape(x), _convert.tensor_dtype("moe_experts", "x", x))
+    c = _Call("moe_experts", stream)
+    c.run(c.tensor("x", x), c.tensor("topk_weights", topk_weights), c.tensor("topk_ids", topk_ids),
+          c.tensor("gate_up", gate_up), c.tensor("down", down),
+          c.tensor("workspace", workspace, writable=True), c.tensor("out", out, writable=True))
+    return out

@@ -424,3 +424,156 @@ def test_library_functions():
     assert bi.status_string(99) == "unknown status"
     err = BraidError(Status.DTYPE, "m")
     assert err.status == Status.DTYPE and str(err) == "BRAID_ERR_DTYPE: m"
+
+
+# ---- kv_append -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["f32", "f16"])
+@pytest.mark.parametrize("n,q_heads,kv_heads,head_dim,num_pages,page_size",
+                         [(1, 1, 1, 8, 1, 1), (5, 4, 2, 16, 4, 4), (9, 7, 3, 33, 6, 5)],
+                         ids=["one", "gqa", "odd"])
+def test_kv_append(seed, dtype, n, q_heads, kv_heads, head_dim, num_pages, page_size):
+    rng = np.random.default_rng(seed)
+    # k and v as views into a packed [n, (q_heads + 2 kv_heads) * head_dim] QKV output.
+    qkv = uniform(rng, (n, (q_heads + 2 * kv_heads) * head_dim), dtype)
+    k_start, v_start = q_heads * head_dim, (q_heads + kv_heads) * head_dim
+    k = qkv[:, k_start:v_start].reshape(n, kv_heads, head_dim)
+    v = qkv[:, v_start:].reshape(n, kv_heads, head_dim)
+    slots = rng.choice(num_pages * page_size, size=n, replace=False).astype(np.int32)
+    shape = (num_pages, page_size, kv_heads, head_dim)
+    k_pages, v_pages = uniform(rng, shape, dtype), uniform(rng, shape, dtype)
+    # The same scatter in numpy: slot s is row s of the pages seen as [slots, kv_heads, head_dim].
+    k_ref, v_ref = k_pages.copy(), v_pages.copy()
+    k_ref.reshape(-1, kv_heads, head_dim)[slots] = k
+    v_ref.reshape(-1, kv_heads, head_dim)[slots] = v
+    assert bi.kv_append(k, v, slots, k_pages, v_pages) == (k_pages, v_pages)
+    np.testing.assert_array_equal(k_pages, k_ref)  # other slots untouched too
+    np.testing.assert_array_equal(v_pages, v_ref)
+
+
+# ---- moe_route_topk_softmax ------------------------------------------------------------------
+
+
+def route_ref(logits, k, renormalize):
+    """Softmax in float64, then the k largest logits in descending order; a stable sort keeps
+    equal logits in index order (lower index first) and puts NaN last, as the contract asks."""
+    x = logits.astype(np.float64)
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    p = e / e.sum(axis=-1, keepdims=True)
+    ids = np.argsort(-x, axis=-1, kind="stable")[:, :k]
+    w = np.take_along_axis(p, ids, axis=-1)
+    if renormalize:
+        w = w / w.sum(axis=-1, keepdims=True)
+    return w, ids
+
+
+@pytest.mark.parametrize("renormalize", [True, False], ids=["renorm", "raw"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["f32", "f16"])
+@pytest.mark.parametrize("tokens,experts,k", [(1, 8, 2), (7, 60, 8), (33, 128, 8), (3, 5, 5),
+                                              (2, 512, 16)],
+                         ids=lambda v: str(v))
+def test_moe_route_topk_softmax(seed, dtype, renormalize, tokens, experts, k):
+    rng = np.random.default_rng(seed)
+    logits = uniform(rng, (tokens, experts), dtype, -4, 4)  # f16 may tie: lower index first
+    w_ref, ids_ref = route_ref(logits, k, renormalize)
+    w = poisoned((tokens, k), np.float32)
+    ids = np.full((tokens, k), -1, np.int32)
+    bi.moe_route_topk_softmax(logits, k, renormalize, w, ids)
+    np.testing.assert_array_equal(ids, ids_ref)
+    assert rel_error(w, w_ref) <= 1e-5  # fp32 weights whatever the logits' dtype
+
+
+def test_moe_route_ties_nan_strided_and_allocation():
+    wide = np.zeros((2, 10), np.float32)
+    logits = wide[:, :8]  # rows with a row stride of 10
+    logits[0] = [1, 3, 2, 3, 0, 0, -1, 2]  # ties: 3 (ids 1, 3), 2 (ids 2, 7)
+    logits[1] = [1, 3, 2, 3, np.nan, 0, np.nan, -1]  # NaN ranks below every number
+    w, ids = bi.moe_route_topk_softmax(logits, 3, True)
+    assert w.dtype == np.float32 and ids.dtype == np.int32 and ids.shape == (2, 3)
+    np.testing.assert_array_equal(ids, [[1, 3, 2], [1, 3, 2]])
+    w_ref, _ = route_ref(logits[:1], 3, True)
+    assert rel_error(w[:1], w_ref) <= 1e-6
+
+
+# ---- moe_experts -----------------------------------------------------------------------------
+
+
+def moe_experts_ref(x, topk_weights, topk_ids, gate_up, down):
+    """The contract's formula per token and expert: g, u (float64 sums) and h = silu(g) * u
+    rounded to x's dtype; the weighted sum of down[e] @ h in float64."""
+    dt = x.dtype
+    inter = down.shape[2]
+    out = np.zeros(x.shape, np.float64)
+    for t in range(x.shape[0]):
+        xt = x[t].astype(np.float64)
+        for j in range(topk_ids.shape[1]):
+            e = topk_ids[t, j]
+            g = (gate_up[e, :inter].astype(np.float64) @ xt).astype(dt).astype(np.float32)
+            u = (gate_up[e, inter:].astype(np.float64) @ xt).astype(dt).astype(np.float32)
+            h = (g / (1 + np.exp(-g)) * u).astype(dt).astype(np.float64)
+            out[t] += float(topk_weights[t, j]) * (down[e].astype(np.float64) @ h)
+    return out
+
+
+def make_experts(rng, dtype, tokens, experts, k, hidden, inter):
+    """Random inputs of moe_experts: routing by the router itself (k distinct experts per token),
+    weights scaled so each projection's output is O(1)."""
+    x = uniform(rng, (tokens, hidden), dtype)
+    gate_up = uniform(rng, (experts, 2 * inter, hidden), dtype, -2 / math.sqrt(hidden),
+                      2 / math.sqrt(hidden))
+    down = uniform(rng, (experts, hidden, inter), dtype, -2 / math.sqrt(inter),
+                   2 / math.sqrt(inter))
+    w, ids = bi.moe_route_topk_softmax(uniform(rng, (tokens, experts), np.float32), k, True)
+    return x, w, ids, gate_up, down
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["f32", "f16"])
+@pytest.mark.parametrize("tokens,experts,k,hidden,inter",
+                         [(1, 4, 1, 16, 8), (5, 8, 2, 64, 96), (7, 6, 3, 33, 17)],
+                         ids=["one", "top2", "odd"])
+def test_moe_experts(seed, dtype, tokens, experts, k, hidden, inter):
+    rng = np.random.default_rng(seed)
+    x, w, ids, gate_up, down = make_experts(rng, dtype, tokens, experts, k, hidden, inter)
+    ref = moe_experts_ref(x, w, ids, gate_up, down)
+    workspace = poisoned((tokens * k, inter), np.float32)
+    out = poisoned(x.shape, dtype)
+    assert bi.moe_experts(x, w, ids, gate_up, down, workspace, out) is out
+    assert rel_error(out, ref) <= TOL[dtype]
+
+
+def test_moe_experts_in_place_with_allocated_workspace(seed):
+    rng = np.random.default_rng(seed)
+    x, w, ids, gate_up, down = make_experts(rng, np.float32, 3, 5, 2, 24, 12)
+    ref = moe_experts_ref(x, w, ids, gate_up, down)
+    assert bi.moe_experts(x, w, ids, gate_up, down, out=x) is x  # out may be x
+    assert rel_error(x, ref) <= 1e-5
+    fresh = bi.moe_experts(uniform(rng, (3, 24), np.float32), w, ids, gate_up, down)
+    assert fresh.shape == (3, 24) and fresh.dtype == np.float32
+
+
+def test_kv_and_moe_errors_name_the_argument():
+    k = np.zeros((2, 1, 8), np.float32)
+    pages = np.zeros((2, 2, 1, 8), np.float32)
+    expect_error(Status.INVALID_ARGUMENT, ["kv_append", "argument 'slots'", "4"],
+                 bi.kv_append, k, k, np.array([0, 4], np.int32), pages, pages.copy())
+    expect_error(Status.SHAPE, ["kv_append", "argument 'v_pages'"],
+                 bi.kv_append, k, k, np.array([0, 1], np.int32), pages, pages[:1].copy())
+    expect_error(Status.DTYPE, ["kv_append", "argument 'slots'", "i64"],
+                 bi.kv_append, k, k, np.array([0, 1], np.int64), pages, pages.copy())
+
+    logits = np.zeros((3, 4), np.float32)
+    expect_error(Status.INVALID_ARGUMENT, ["moe_route_topk_softmax", "argument 'k'", "5"],
+                 bi.moe_route_topk_softmax, logits, 5, True)
+    expect_error(Status.DTYPE, ["moe_route_topk_softmax", "argument 'topk_ids'", "i64"],
+                 bi.moe_route_topk_softmax, logits, 2, True, None, np.zeros((3, 2), np.int64))
+
+    x = np.zeros((2, 8), np.float32)
+    w = np.full((2, 1), 1.0, np.float32)
+    gate_up = np.zeros((3, 2 * 4, 8), np.float32)
+    down = np.zeros((3, 8, 4), np.float32)
+    expect_error(Status.INVALID_ARGUMENT, ["moe_experts", "argument 'topk_ids'", "3"],
+                 bi.moe_experts, x, w, np.array([[0], [3]], np.int32), gate_up, down)
+    expect_error(Status.SHAPE, ["moe_experts", "argument 'down'", "[3, 8, 4]"],
+                 bi.moe_experts, x, w, np.array([[0], [1]], np.int32), gate_up,
+                 np.zeros((3, 8, 5), np.float32), np.zeros((2, 4), np.float32))

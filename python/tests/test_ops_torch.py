@@ -354,3 +354,156 @@ def test_mixed_devices(cuda):
     with pytest.raises(BraidError) as e:
         bi.rms_norm(x, torch.ones(8))
     assert e.value.status == Status.DEVICE and "argument 'weight'" in e.value.message
+
+
+# ---- kv_append -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=FLOAT_IDS)
+@pytest.mark.parametrize("n,q_heads,kv_heads,head_dim,num_pages,page_size",
+                         [(1, 32, 8, 128, 16, 16), (37, 28, 4, 128, 8, 16), (5, 7, 1, 64, 3, 5),
+                          (3, 4, 2, 36, 2, 4)],  # head_dim 36: rows not 16-byte multiples
+                         ids=["decode", "prefill", "odd_pages", "hd36"])
+def test_kv_append(cuda, gen, dtype, n, q_heads, kv_heads, head_dim, num_pages, page_size):
+    # k and v as views into a packed [n, (q_heads + 2 kv_heads) * head_dim] QKV output.
+    qkv = uniform(gen, (n, (q_heads + 2 * kv_heads) * head_dim), dtype, cuda)
+    k_start, v_start = q_heads * head_dim, (q_heads + kv_heads) * head_dim
+    k = qkv[:, k_start:v_start].view(n, kv_heads, head_dim)
+    v = qkv[:, v_start:].view(n, kv_heads, head_dim)
+    slots = torch.randperm(num_pages * page_size, generator=gen)[:n].to(torch.int32).to(cuda)
+    shape = (num_pages, page_size, kv_heads, head_dim)
+    k_pages, v_pages = uniform(gen, shape, dtype, cuda), uniform(gen, shape, dtype, cuda)
+    # The same scatter in PyTorch, on the pages seen as [slots, kv_heads, head_dim].
+    k_ref, v_ref = k_pages.clone(), v_pages.clone()
+    k_ref.view(-1, kv_heads, head_dim)[slots.long()] = k
+    v_ref.view(-1, kv_heads, head_dim)[slots.long()] = v
+    bi.kv_append(k, v, slots, k_pages, v_pages)
+    assert torch.equal(k_pages, k_ref)  # other slots untouched too
+    assert torch.equal(v_pages, v_ref)
+
+
+# ---- moe_route_topk_softmax ------------------------------------------------------------------
+
+
+def distinct_logits(gen, tokens, experts, dtype, device):
+    """Router logits without near-ties, exact in every float dtype: each row a permutation of
+    the integers around 0 (|i| <= 256, exact even in bf16) times a power of two, so rows span
+    about [-4, 4] and neighbours differ by at least 1/64. torch.topk's order is then unique."""
+    scale = 2.0 ** -max(0, math.ceil(math.log2(experts / 8)))
+    perms = torch.stack([torch.randperm(experts, generator=gen) for _ in range(tokens)])
+    return ((perms - experts // 2).float() * scale).to(dtype).to(device)
+
+
+@pytest.mark.parametrize("renormalize", [True, False], ids=["renorm", "raw"])
+@pytest.mark.parametrize("dtype", FLOATS, ids=FLOAT_IDS)
+@pytest.mark.parametrize("tokens,experts,k",
+                         [(1, 8, 2),  # Mixtral: 8 experts, top-2
+                          (5, 8, 1), (33, 128, 8),  # Qwen3-30B-A3B
+                          (5, 60, 8),  # not a power of two
+                          (33, 512, 16),  # the limits
+                          (1, 3, 3),  # k == E
+                          (70, 128, 8)],  # several blocks
+                         ids=lambda v: str(v))
+def test_moe_route_topk_softmax(cuda, gen, dtype, renormalize, tokens, experts, k):
+    logits = distinct_logits(gen, tokens, experts, dtype, cuda)
+    # transformers' router (Qwen3-MoE, Mixtral): softmax in fp32, top-k, optional renormalise.
+    p = torch.softmax(logits.float(), dim=-1)
+    w_ref, ids_ref = torch.topk(p, k, dim=-1)  # sorted, descending
+    if renormalize:
+        w_ref = w_ref / w_ref.sum(dim=-1, keepdim=True)
+    w = poisoned((tokens, k), torch.float32, cuda)
+    ids = torch.full((tokens, k), -1, dtype=torch.int32, device=cuda)
+    bi.moe_route_topk_softmax(logits, k, renormalize, w, ids)
+    assert torch.equal(ids.long(), ids_ref)
+    assert rel_error(w, w_ref) <= TOL[torch.float32]  # fp32 weights whatever the logits' dtype
+
+
+def test_moe_route_allocates_on_the_device_and_strided_rows(cuda, gen):
+    wide = distinct_logits(gen, 9, 128 + 8, torch.bfloat16, cuda)
+    logits = wide[:, :128]  # rows with a row stride of 136
+    w, ids = bi.moe_route_topk_softmax(logits, 8, True)
+    assert w.device == logits.device and w.dtype == torch.float32 and w.shape == (9, 8)
+    assert ids.device == logits.device and ids.dtype == torch.int32 and ids.shape == (9, 8)
+    w_ref, ids_ref = torch.topk(torch.softmax(logits.float(), dim=-1), 8, dim=-1)
+    assert torch.equal(ids.long(), ids_ref)
+    assert rel_error(w, w_ref / w_ref.sum(dim=-1, keepdim=True)) <= TOL[torch.float32]
+
+
+# ---- moe_experts -----------------------------------------------------------------------------
+
+
+def moe_experts_torch(x, topk_weights, topk_ids, gate_up, down):
+    """The experts as transformers loops over them, one token and one chosen expert at a time
+    (gate_proj, up_proj, act_fn = F.silu, down_proj, times the routing weight), in float64 with
+    g, u and h rounded to x's dtype where the contract rounds them. An expert id outside
+    [0, E) contributes nothing (the CUDA contract)."""
+    inter = down.shape[2]
+    out = torch.zeros(x.shape, dtype=torch.float64, device=x.device)
+    for t in range(x.shape[0]):
+        xt = x[t].double()
+        for j in range(topk_ids.shape[1]):
+            e = int(topk_ids[t, j])
+            if not 0 <= e < gate_up.shape[0]:
+                continue
+            g = F.linear(xt, gate_up[e, :inter].double()).to(x.dtype).double()
+            u = F.linear(xt, gate_up[e, inter:].double()).to(x.dtype).double()
+            h = (F.silu(g) * u).to(x.dtype).double()
+            out[t] += float(topk_weights[t, j]) * F.linear(h, down[e].double())
+    return out
+
+
+def make_experts(gen, dtype, device, tokens, experts, k, hidden, inter):
+    """Random moe_experts inputs: k distinct experts per token, routing weights summing to 1,
+    projections scaled so each output is O(1)."""
+    x = uniform(gen, (tokens, hidden), dtype, device)
+    a, b = 2 / math.sqrt(hidden), 2 / math.sqrt(inter)
+    gate_up = uniform(gen, (experts, 2 * inter, hidden), dtype, device, -a, a)
+    down = uniform(gen, (experts, hidden, inter), dtype, device, -b, b)
+    ids = torch.stack([torch.randperm(experts, generator=gen)[:k] for _ in range(tokens)])
+    w = torch.rand((tokens, k), generator=gen) + 0.1
+    w = w / w.sum(dim=-1, keepdim=True)
+    return x, w.to(device), ids.to(torch.int32).to(device), gate_up, down
+
+
+@pytest.mark.parametrize(
+    "dtype,tokens,experts,k,hidden,inter",
+    [(torch.float32, 1, 8, 1, 64, 96),
+     (torch.bfloat16, 5, 8, 2, 64, 96),
+     (torch.bfloat16, 33, 60, 8, 64, 96),
+     (torch.float16, 5, 128, 8, 64, 96),
+     (torch.bfloat16, 33, 8, 2, 100, 37),  # odd sizes: scalar loads
+     (torch.float32, 5, 60, 8, 100, 37),
+     (torch.bfloat16, 1, 128, 8, 2048, 768),  # Qwen3-30B-A3B decode
+     (torch.bfloat16, 5, 128, 8, 2048, 768)],
+    ids=["f32_top1", "bf16_top2", "bf16_60x8", "f16_128x8", "bf16_odd", "f32_odd",
+         "bf16_qwen3_decode", "bf16_qwen3_5tok"])
+def test_moe_experts(cuda, gen, dtype, tokens, experts, k, hidden, inter):
+    x, w, ids, gate_up, down = make_experts(gen, dtype, cuda, tokens, experts, k, hidden, inter)
+    ref = moe_experts_torch(x, w, ids, gate_up, down)
+    workspace = poisoned((tokens * k, inter), torch.float32, cuda)
+    out = poisoned(x.shape, dtype, cuda)
+    assert bi.moe_experts(x, w, ids, gate_up, down, workspace, out) is out
+    assert rel_error(out, ref) <= TOL[dtype]
+
+
+def test_moe_experts_in_place_and_bad_ids_contribute_nothing(cuda, gen):
+    x, w, ids, gate_up, down = make_experts(gen, torch.bfloat16, cuda, 6, 16, 4, 128, 64)
+    ids[0, 1] = 16  # out of range: on CUDA this pair contributes nothing
+    ids[3, 0] = -1
+    ref = moe_experts_torch(x, w, ids, gate_up, down)
+    assert bi.moe_experts(x, w, ids, gate_up, down, out=x) is x  # out may be x
+    assert rel_error(x, ref) <= TOL[torch.bfloat16]
+
+
+def test_router_feeds_experts(cuda, gen):
+    # The two ops as a Qwen3-MoE block chains them, against transformers' loop.
+    tokens, experts, k, hidden, inter = 7, 32, 4, 256, 128
+    x, _, _, gate_up, down = make_experts(gen, torch.bfloat16, cuda, tokens, experts, k, hidden,
+                                          inter)
+    logits = distinct_logits(gen, tokens, experts, torch.bfloat16, cuda)
+    w, ids = bi.moe_route_topk_softmax(logits, k, True)
+    w_ref, ids_ref = torch.topk(torch.softmax(logits.float(), dim=-1), k, dim=-1)
+    w_ref = w_ref / w_ref.sum(dim=-1, keepdim=True)
+    out = bi.moe_experts(x, w, ids, gate_up, down)
+    assert out.dtype == torch.bfloat16 and out.device == x.device
+    assert rel_error(out, moe_experts_torch(x, w_ref, ids_ref, gate_up, down)) <= 1e-2

@@ -121,6 +121,61 @@ TEST(CApi, AddRmsNormUpdatesResidual) {
   }
 }
 
+// ---- moe_route_topk_softmax: int and bool arguments, an i32 output ----
+
+TEST(CApi, MoeRouteTopkSoftmaxMatchesFormula) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const int64_t tokens = 5, experts = 9;
+  const int k = 3;
+  auto logits = random_floats(tokens * experts, seed, -3, 3);  // continuous: no ties
+  std::vector<int64_t> ls{tokens, experts}, ks{tokens, k};
+  braid_tensor tl = cpu_f32(logits.data(), ls);
+  for (int renormalize : {0, 1}) {
+    SCOPED_TRACE("renormalize " + std::to_string(renormalize));
+    std::vector<float> weights(tokens * k, NAN);
+    std::vector<int32_t> ids(tokens * k, -1);
+    braid_tensor tw = cpu_f32(weights.data(), ks);
+    braid_tensor ti = cpu_f32(ids.data(), ks);
+    ti.dtype = {BRAID_DTYPE_INT, 32, 1};
+    ASSERT_EQ(braid_moe_route_topk_softmax(&tl, k, renormalize, &tw, &ti, nullptr), BRAID_OK)
+        << last_error();
+    for (int64_t t = 0; t < tokens; ++t) {
+      const float* row = &logits[t * experts];
+      // Reference: softmax in double, experts sorted by descending logit.
+      std::vector<int32_t> order(experts);
+      for (int32_t e = 0; e < experts; ++e) order[e] = e;
+      std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return row[a] > row[b]; });
+      const float m = *std::max_element(row, row + experts);
+      double total = 0, chosen = 0;
+      for (int64_t e = 0; e < experts; ++e) total += std::exp(double(row[e]) - m);
+      for (int j = 0; j < k; ++j) chosen += std::exp(double(row[order[j]]) - m) / total;
+      for (int j = 0; j < k; ++j) {
+        const double p = std::exp(double(row[order[j]]) - m) / total;
+        EXPECT_EQ(ids[t * k + j], order[j]) << "token " << t << " rank " << j;
+        EXPECT_NEAR(weights[t * k + j], renormalize ? p / chosen : p, 1e-6)
+            << "token " << t << " rank " << j;
+      }
+    }
+  }
+}
+
+TEST(CApi, MoeRouteTopkSoftmaxBadK) {
+  std::vector<float> logits(2 * 4, 0.0f), weights(2 * 5);
+  std::vector<int32_t> ids(2 * 5);
+  std::vector<int64_t> ls{2, 4}, ks{2, 5};
+  braid_tensor tl = cpu_f32(logits.data(), ls), tw = cpu_f32(weights.data(), ks);
+  braid_tensor ti = cpu_f32(ids.data(), ks);
+  ti.dtype = {BRAID_DTYPE_INT, 32, 1};
+  EXPECT_EQ(braid_moe_route_topk_softmax(&tl, 5, 1, &tw, &ti, nullptr),
+            BRAID_ERR_INVALID_ARGUMENT);  // k > experts
+  expect_message_has({"moe_route_topk_softmax", "argument 'k'", "5"});
+  ti.dtype = {BRAID_DTYPE_INT, 64, 1};
+  ks[1] = 4;
+  EXPECT_EQ(braid_moe_route_topk_softmax(&tl, 4, 1, &tw, &ti, nullptr), BRAID_ERR_DTYPE);
+  expect_message_has({"moe_route_topk_softmax", "argument 'topk_ids'", "i32", "i64"});
+}
+
 // ---- errors ----
 
 struct BadNormArgs {
