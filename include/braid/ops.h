@@ -144,7 +144,7 @@ void argmax(const Tensor& x, const Tensor& out, Stream stream = {});
 // Shapes and dtypes are checked on every device. The index VALUES (cu_seqlens_q, kv_lens, page
 // ids) are checked on the CPU only: on CUDA they are trusted, since reading them would need a host
 // synchronisation (bad values there give wrong results or a fault, not an error). On CUDA,
-// head_dim must be 64, 128 or 256 (others: ErrorKind::unsupported).
+// head_dim must be at most 256 (larger: ErrorKind::unsupported).
 struct PagedKV {
   Tensor k_pages;
   Tensor v_pages;

@@ -152,7 +152,12 @@ INSTANTIATE_TEST_SUITE_P(
         CudaAttnCase{DType::bf16, 1, 4, 1, 64, false, Mix::decode},
         CudaAttnCase{DType::bf16, 16, 16, 4, 256, true, Mix::prefill},  // head_dim 256
         CudaAttnCase{DType::f32, 16, 14, 2, 256, true, Mix::decode},
-        CudaAttnCase{DType::f16, 7, 12, 3, 256, false, Mix::prefill}),
+        CudaAttnCase{DType::f16, 7, 12, 3, 256, false, Mix::prefill},
+        // head_dims below the padded width: lanes past head_dim stay idle
+        CudaAttnCase{DType::bf16, 16, 4, 2, 16, true, Mix::prefill},
+        CudaAttnCase{DType::f32, 7, 4, 2, 32, true, Mix::decode},
+        CudaAttnCase{DType::bf16, 16, 12, 4, 96, true, Mix::prefill},
+        CudaAttnCase{DType::f16, 16, 8, 2, 80, false, Mix::decode}),
     [](const auto& info) { return case_name(info.param); });
 
 TEST(AttentionCuda, StridedQueriesAndNoLse) {
@@ -195,14 +200,14 @@ TEST(AttentionCuda, StridedQueriesAndNoLse) {
 
 TEST(AttentionCudaErrors, UnsupportedHeadDimAndShapes) {
   // Runs without a GPU: every error below is raised before anything touches the device.
-  const int64_t hd = 96;
+  const int64_t hd = 288;
   Tensor q = fake_cuda(DType::bf16, {5, 8, hd}), out = fake_cuda(DType::bf16, {5, 8, hd});
   ops::PagedKV kv{fake_cuda(DType::bf16, {6, 4, 2, hd}), fake_cuda(DType::bf16, {6, 4, 2, hd}),
                   fake_cuda(DType::i32, {2, 3}), fake_cuda(DType::i32, {2})};
   Tensor cu = fake_cuda(DType::i32, {3});
 #if BRAID_WITH_CUDA
   expect_error([&] { ops::attention(q, cu, kv, true, 0.1f, out, Tensor{}); },
-               ErrorKind::unsupported, {"attention", "'q'", "64, 128 or 256", "head_dim 96"});
+               ErrorKind::unsupported, {"attention", "'q'", "at most 256", "head_dim 288"});
 #else
   expect_error([&] { ops::attention(q, cu, kv, true, 0.1f, out, Tensor{}); },
                ErrorKind::unsupported, {"attention", "no CUDA support"});

@@ -5,7 +5,8 @@
 // softmax in fp32: a running maximum m, a running sum l of exp(score - m), and the weighted sum
 // of values `acc`, both rescaled whenever m grows. Each lane owns head_dim / 32 consecutive
 // elements of q, of each key and value row, and of acc; a score is the warp-wide sum of the
-// lanes' partial dot products.
+// lanes' partial dot products. The kernel is compiled for padded widths D = 32, 64, 128, 256;
+// a head_dim below D (16, 96, ...) leaves the lanes past it idle (their elements read as zero).
 //
 // Keys are taken kKeysPerStep at a time so that their loads (and the shuffles of their dot
 // products) are independent and overlap, rather than one dependent round trip per key.
@@ -34,6 +35,7 @@ struct AttnArgs {
   float* lse;  // null: not requested
   int64_t q_stride_token, q_stride_head, out_stride_token, out_stride_head;
   int64_t total_q;
+  int head_dim;  // <= D
   int q_heads, kv_heads, group;
   int batch, max_pages, page_size;
   float scale;
@@ -47,16 +49,17 @@ struct alignas(E * sizeof(T) < 16 ? E * sizeof(T) : 16) Pack {
   T v[E];
 };
 
-// The E elements of one lane's slice of a row, as floats. kVec: one aligned vector load.
+// The E elements of one lane's slice of a row, as floats. kVec: one aligned vector load (only
+// when head_dim == D). Otherwise element by element; those at or past `valid` read as zero.
 template <typename T, int E, bool kVec>
-__device__ __forceinline__ void load_slice(const T* p, float (&f)[E]) {
+__device__ __forceinline__ void load_slice(const T* p, int valid, float (&f)[E]) {
   if constexpr (kVec) {
     const Pack<T, E> w = *reinterpret_cast<const Pack<T, E>*>(p);
 #pragma unroll
     for (int i = 0; i < E; ++i) f[i] = to_float(w.v[i]);
   } else {
 #pragma unroll
-    for (int i = 0; i < E; ++i) f[i] = to_float(p[i]);
+    for (int i = 0; i < E; ++i) f[i] = i < valid ? to_float(p[i]) : 0.0f;
   }
 }
 
@@ -72,7 +75,8 @@ __device__ __forceinline__ int find_sequence(const int32_t* cu, int batch, int64
   return lo;
 }
 
-// D: head_dim. kVec: K/V rows are read with vector loads (the page pools are 16-byte aligned).
+// D: head_dim padded to a multiple of 32. kVec: head_dim == D and K/V rows are read with vector
+// loads (the page pools are 16-byte aligned).
 template <typename T, int D, bool kVec>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) attention_paged_kernel(AttnArgs a) {
   constexpr int E = D / 32;  // elements per lane
@@ -92,13 +96,15 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) attention_paged_kernel(At
   const int visible = a.causal ? kv_len - q_len + static_cast<int>(t - q_begin) + 1 : kv_len;
   const int32_t* table = a.page_table + static_cast<int64_t>(b) * a.max_pages;
 
+  // How many of this lane's E elements lie inside head_dim (E, or fewer for padded widths).
+  const int valid = a.head_dim - lane * E;
   float q[E];
   load_slice<T, E, false>(static_cast<const T*>(a.q) + t * a.q_stride_token +
                               h * a.q_stride_head + lane * E,
-                          q);
-  // Offset of this lane's slice within a token's K/V row block [kv_heads, D].
-  const int64_t lane_offset = static_cast<int64_t>(kh) * D + lane * E;
-  const int64_t token_elems = static_cast<int64_t>(a.kv_heads) * D;
+                          valid, q);
+  // Offset of this lane's slice within a token's K/V row block [kv_heads, head_dim].
+  const int64_t lane_offset = static_cast<int64_t>(kh) * a.head_dim + lane * E;
+  const int64_t token_elems = static_cast<int64_t>(a.kv_heads) * a.head_dim;
   const T* k_pages = static_cast<const T*>(a.k_pages);
   const T* v_pages = static_cast<const T*>(a.v_pages);
 
@@ -116,7 +122,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) attention_paged_kernel(At
       const int64_t slot = static_cast<int64_t>(table[j / a.page_size]) * a.page_size + j % a.page_size;
       row[u] = slot * token_elems + lane_offset;
       float kf[E];
-      load_slice<T, E, kVec>(k_pages + row[u], kf);
+      load_slice<T, E, kVec>(k_pages + row[u], valid, kf);
       float dot = 0.0f;
 #pragma unroll
       for (int i = 0; i < E; ++i) dot = fmaf(q[i], kf[i], dot);
@@ -139,7 +145,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) attention_paged_kernel(At
       const float p = expf(s[u] - m_new);  // 0 for masked keys
       p_sum += p;
       float vf[E];
-      load_slice<T, E, kVec>(v_pages + row[u], vf);
+      load_slice<T, E, kVec>(v_pages + row[u], valid, vf);
 #pragma unroll
       for (int i = 0; i < E; ++i) chunk[i] = fmaf(p, vf[i], chunk[i]);
     }
@@ -152,7 +158,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) attention_paged_kernel(At
   const float inv_l = 1.0f / l;
   T* out = static_cast<T*>(a.out) + t * a.out_stride_token + h * a.out_stride_head + lane * E;
 #pragma unroll
-  for (int i = 0; i < E; ++i) out[i] = from_float<T>(acc[i] * inv_l);
+  for (int i = 0; i < E; ++i)
+    if (i < valid) out[i] = from_float<T>(acc[i] * inv_l);
   if (a.lse != nullptr && lane == 0) a.lse[item] = m + logf(l);
 }
 
@@ -168,9 +175,7 @@ void launch(const AttnArgs& a, bool vec, cudaStream_t s) {
 
 }  // namespace
 
-bool attention_supports_head_dim(int64_t head_dim) {
-  return head_dim == 64 || head_dim == 128 || head_dim == 256;
-}
+bool attention_supports_head_dim(int64_t head_dim) { return head_dim >= 1 && head_dim <= 256; }
 
 void attention(const Tensor& q, const Tensor& cu_seqlens_q, const ops::PagedKV& kv, bool causal,
                float softmax_scale, const Tensor& out, const Tensor& lse, Stream stream) {
@@ -179,21 +184,22 @@ void attention(const Tensor& q, const Tensor& cu_seqlens_q, const ops::PagedKV& 
              kv.page_table.ptr<int32_t>(), kv.kv_lens.ptr<int32_t>(), cu_seqlens_q.ptr<int32_t>(),
              out.data, lse.ndim != 0 ? lse.ptr<float>() : nullptr,
              q.strides[0], q.strides[1], out.strides[0], out.strides[1],
-             q.shape[0], q_heads, kv_heads, q_heads / kv_heads,
+             q.shape[0], static_cast<int>(q.shape[2]), q_heads, kv_heads, q_heads / kv_heads,
              static_cast<int>(kv.page_table.shape[0]), static_cast<int>(kv.page_table.shape[1]),
              static_cast<int>(kv.k_pages.shape[1]), softmax_scale, causal};
-  // Every K/V row starts at a multiple of head_dim elements (>= 128 bytes), so aligned pools make
-  // every lane's slice aligned to its size.
-  const bool vec = aligned16(a.k_pages) && aligned16(a.v_pages);
-  auto s = static_cast<cudaStream_t>(stream.handle);
   const int64_t head_dim = q.shape[2];
+  const int64_t padded = head_dim <= 32 ? 32 : head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : 256;
+  // With head_dim a multiple of 32 (64, 128, 256: >= 128 bytes) every K/V row, and so every
+  // lane's slice, is aligned to its size when the pools are.
+  const bool vec = head_dim == padded && padded >= 64 && aligned16(a.k_pages) && aligned16(a.v_pages);
+  auto s = static_cast<cudaStream_t>(stream.handle);
   dispatch_float_type(q.dtype, [&](auto tag) {
     using T = decltype(tag);
-    switch (head_dim) {
+    switch (padded) {
+      case 32: launch<T, 32>(a, vec, s); break;
       case 64: launch<T, 64>(a, vec, s); break;
       case 128: launch<T, 128>(a, vec, s); break;
-      case 256: launch<T, 256>(a, vec, s); break;
-      default: break;  // refused by the caller (attention_supports_head_dim)
+      default: launch<T, 256>(a, vec, s); break;
     }
   });
   BRAID_CUDA_CHECK_LAUNCH();

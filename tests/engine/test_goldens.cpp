@@ -1,0 +1,183 @@
+// Fidelity: the engine against Hugging Face transformers' logits and greedy tokens
+// (tests/data/goldens, made by tools/make_goldens.py; models/tiny-fortunes/golden.json, made by
+// tools/train_tiny_model.py). CPU in fp32: logits within fp32 rounding, tokens exact.
+// GPU in bf16: logits within bf16 tolerance, teacher-forced greedy tokens equal wherever the
+// reference's top two logits are not nearly tied.
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "engine/engine.h"
+#include "engine/generate.h"
+#include "test_util.h"
+#include "tokenizer/tokenizer.h"
+
+namespace braid::test {
+namespace {
+
+const std::filesystem::path kRoot = BRAID_SOURCE_DIR;
+
+nlohmann::json read_json(const std::filesystem::path& p) {
+  std::ifstream f(p);
+  if (!f) ADD_FAILURE() << "cannot open " << p;
+  return nlohmann::json::parse(f);
+}
+
+std::vector<float> read_floats(const std::filesystem::path& p, size_t count) {
+  std::vector<float> v(count);
+  std::ifstream f(p, std::ios::binary);
+  f.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(count * sizeof(float)));
+  if (!f) ADD_FAILURE() << "short read of " << p;
+  return v;
+}
+
+std::vector<float> row(const std::vector<float>& m, size_t r, size_t V) {
+  return {m.begin() + r * V, m.begin() + (r + 1) * V};
+}
+
+int32_t argmax(const std::vector<float>& v) {
+  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+// A bf16 engine must pick the reference's token wherever the reference's top-two gap is clear of
+// bf16 noise: more than 2.5% of the largest logit magnitude at that step (bf16 keeps 8 bits, so a
+// few roundings through the layers move logits by about a percent of their scale).
+bool clear_gap(float gap, const std::vector<float>& reference_logits) {
+  float scale = 0.0f;
+  for (float x : reference_logits) scale = std::max(scale, std::fabs(x));
+  return gap > 0.025f * scale;
+}
+
+struct Golden {
+  std::string name;
+  std::filesystem::path dir;
+  nlohmann::json j;
+  std::vector<int32_t> prompt, tokens;
+  std::vector<float> top2_gap;
+  size_t V = 0;
+  std::vector<float> prefill, decode;  // fp32 reference: [prompt, V] and [new tokens, V]
+};
+
+Golden load_golden(const std::string& name) {
+  Golden g;
+  g.name = name;
+  g.dir = kRoot / "tests/data/goldens" / name;
+  g.j = read_json(g.dir / "golden.json");
+  g.prompt = g.j["prompt_ids"].get<std::vector<int32_t>>();
+  g.tokens = g.j["fp32"]["tokens"].get<std::vector<int32_t>>();
+  g.top2_gap = g.j["fp32"]["top2_gap"].get<std::vector<float>>();
+  g.V = g.j["vocab_size"].get<size_t>();
+  g.prefill = read_floats(g.dir / g.j["fp32"]["prefill_logits"]["file"].get<std::string>(),
+                          g.prompt.size() * g.V);
+  g.decode = read_floats(g.dir / g.j["fp32"]["decode_logits"]["file"].get<std::string>(),
+                         g.tokens.size() * g.V);
+  return g;
+}
+
+std::vector<std::string> golden_names() {
+  return {"llama", "qwen2", "qwen3", "qwen3_moe", "mixtral"};
+}
+
+class Goldens : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Goldens, CpuMatchesTransformersInFp32) {
+  const Golden g = load_golden(GetParam());
+  engine::Engine eng(g.dir.string(), {});
+  ASSERT_EQ(eng.dtype(), DType::f32);
+  // Prefill: every prompt position.
+  const auto logits = eng.step(g.prompt, /*all_logits=*/true);
+  EXPECT_LE(rel_error(logits, g.prefill), 1e-5) << g.name << " prefill";
+  // Decode: the greedy tokens, and the logits each was chosen from.
+  const auto r = engine::generate(eng, g.prompt, static_cast<int>(g.tokens.size()), {}, {});
+  EXPECT_EQ(r.tokens, g.tokens) << g.name;
+  eng.reset();
+  auto step_logits = eng.step(g.prompt);
+  for (size_t i = 0; i < g.tokens.size(); ++i) {
+    EXPECT_LE(rel_error(step_logits, row(g.decode, i, g.V)), 1e-5) << g.name << " step " << i;
+    if (i + 1 < g.tokens.size()) step_logits = eng.step({g.tokens[i]});
+  }
+}
+
+TEST_P(Goldens, CudaMatchesTransformersInBf16) {
+  BRAID_REQUIRE_CUDA();
+  const Golden g = load_golden(GetParam());
+  engine::EngineOptions o;
+  o.device = Device::cuda();
+  engine::Engine eng(g.dir.string(), o);
+  const auto logits = eng.step(g.prompt, true);
+  EXPECT_LE(rel_error(logits, g.prefill), 3e-2) << g.name << " prefill";
+  // Teacher forcing with the fp32 tokens: the bf16 engine's choice must agree wherever the
+  // reference's top-two gap is clear of bf16 noise.
+  eng.reset();
+  auto step_logits = eng.step(g.prompt);
+  int compared = 0;
+  for (size_t i = 0; i < g.tokens.size(); ++i) {
+    EXPECT_LE(rel_error(step_logits, row(g.decode, i, g.V)), 3e-2) << g.name << " step " << i;
+    if (clear_gap(g.top2_gap[i], row(g.decode, i, g.V))) {
+      EXPECT_EQ(argmax(step_logits), g.tokens[i]) << g.name << " step " << i;
+      ++compared;
+    }
+    if (i + 1 < g.tokens.size()) step_logits = eng.step({g.tokens[i]});
+  }
+  RecordProperty("tokens_compared", compared);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, Goldens, ::testing::ValuesIn(golden_names()),
+                         [](const auto& info) { return info.param; });
+
+// The embedded default model: the tokenizer reproduces transformers' prompt ids, and greedy
+// generation its tokens, exactly.
+TEST(EmbeddedModel, CpuGreedyEqualsTransformers) {
+  const auto dir = kRoot / "models/tiny-fortunes";
+  const auto j = read_json(dir / "golden.json");
+  const auto tok = tokenizer::Tokenizer::from_dir(dir.string());
+  engine::Engine eng(dir.string(), {});
+  const std::vector<int32_t> eos = {j["eos_token_id"].get<int32_t>()};
+  for (const auto& c : j["cases"]) {
+    const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
+    EXPECT_EQ(tok.encode(c["prompt"].get<std::string>()), prompt) << c["prompt"];
+    const auto r = engine::generate(eng, prompt, j["max_new_tokens"].get<int>(), {}, eos);
+    EXPECT_EQ(r.tokens, c["tokens"].get<std::vector<int32_t>>()) << c["prompt"];
+    EXPECT_EQ(tok.decode(r.tokens, /*skip_special_tokens=*/true), c["text"].get<std::string>());
+  }
+}
+
+// The reference logits here come from the CPU engine, which the test above holds to
+// transformers' tokens (and the goldens to transformers' logits).
+TEST(EmbeddedModel, CudaGreedyAgreesWhereTheReferenceIsClear) {
+  BRAID_REQUIRE_CUDA();
+  const auto dir = kRoot / "models/tiny-fortunes";
+  const auto j = read_json(dir / "golden.json");
+  engine::EngineOptions o;
+  o.device = Device::cuda();
+  engine::Engine gpu(dir.string(), o);
+  engine::Engine cpu(dir.string(), {});
+  int compared = 0, steps = 0;
+  for (const auto& c : j["cases"]) {
+    const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
+    const auto tokens = c["tokens"].get<std::vector<int32_t>>();
+    const auto gap = c["top2_gap"].get<std::vector<float>>();
+    gpu.reset();
+    cpu.reset();
+    auto logits = gpu.step(prompt);
+    auto reference = cpu.step(prompt);
+    for (size_t i = 0; i < tokens.size(); ++i, ++steps) {
+      EXPECT_LE(rel_error(logits, reference), 3e-2) << c["prompt"] << " step " << i;
+      if (clear_gap(gap[i], reference)) {
+        EXPECT_EQ(argmax(logits), tokens[i]) << c["prompt"] << " step " << i;
+        ++compared;
+      }
+      if (i + 1 < tokens.size()) {
+        logits = gpu.step({tokens[i]});
+        reference = cpu.step({tokens[i]});
+      }
+    }
+  }
+  RecordProperty("tokens_compared", compared);
+  EXPECT_GE(compared, steps / 2);  // the criterion must leave most steps checked
+}
+
+}  // namespace
+}  // namespace braid::test
