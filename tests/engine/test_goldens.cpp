@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -58,7 +59,15 @@ struct Golden {
   std::vector<float> top2_gap;
   size_t V = 0;
   std::vector<float> prefill, decode;  // fp32 reference: [prompt, V] and [new tokens, V]
+  std::vector<float> prefill_bf16;     // transformers' own bf16 model on CUDA: [prompt, V]
 };
+
+// How far transformers' own bf16 model is from its fp32 logits: the worst prompt row and all rows.
+struct Bf16Noise {
+  double worst_row = 0, all = 0;
+};
+
+
 
 Golden load_golden(const std::string& name) {
   Golden g;
@@ -73,7 +82,17 @@ Golden load_golden(const std::string& name) {
                           g.prompt.size() * g.V);
   g.decode = read_floats(g.dir / g.j["fp32"]["decode_logits"]["file"].get<std::string>(),
                          g.tokens.size() * g.V);
+  g.prefill_bf16 = read_floats(g.dir / g.j["bf16"]["prefill_logits"]["file"].get<std::string>(),
+                               g.prompt.size() * g.V);
   return g;
+}
+
+Bf16Noise reference_bf16_noise(const Golden& g) {
+  Bf16Noise n;
+  for (size_t r = 0; r < g.prompt.size(); ++r)
+    n.worst_row = std::max(n.worst_row, rel_error(row(g.prefill_bf16, r, g.V), row(g.prefill, r, g.V)));
+  n.all = rel_error(g.prefill_bf16, g.prefill);
+  return n;
 }
 
 std::vector<std::string> golden_names() {
@@ -106,15 +125,29 @@ TEST_P(Goldens, CudaMatchesTransformersInBf16) {
   engine::EngineOptions o;
   o.device = Device::cuda();
   engine::Engine eng(g.dir.string(), o);
+  // bf16 tolerance, set by how far transformers' own bf16 model lands from fp32 on this
+  // checkpoint (MoE routing in bf16 can flip an expert, which moves a whole row): ours may be at
+  // most 2.5x that per row and 2x over all rows, and never needs to beat 3e-2 / 2e-2.
+  const Bf16Noise hf = reference_bf16_noise(g);
+  const double row_tol = std::max(3e-2, 2.5 * hf.worst_row), all_tol = std::max(2e-2, 2 * hf.all);
   const auto logits = eng.step(g.prompt, true);
-  EXPECT_LE(rel_error(logits, g.prefill), 3e-2) << g.name << " prefill";
+  const double prefill_err = rel_error(logits, g.prefill);
+  EXPECT_LE(prefill_err, all_tol) << g.name << " prefill";
+  double worst = 0;
+  for (size_t r = 0; r < g.prompt.size(); ++r)
+    worst = std::max(worst, rel_error(row(logits, r, g.V), row(g.prefill, r, g.V)));
+  EXPECT_LE(worst, row_tol) << g.name << " worst prefill row";
+  RecordProperty("prefill_rel_error", std::to_string(prefill_err));
+  RecordProperty("transformers_bf16_prefill_rel_error", std::to_string(hf.all));
   // Teacher forcing with the fp32 tokens: the bf16 engine's choice must agree wherever the
   // reference's top-two gap is clear of bf16 noise.
   eng.reset();
   auto step_logits = eng.step(g.prompt);
   int compared = 0;
   for (size_t i = 0; i < g.tokens.size(); ++i) {
-    EXPECT_LE(rel_error(step_logits, row(g.decode, i, g.V)), 3e-2) << g.name << " step " << i;
+    const double err = rel_error(step_logits, row(g.decode, i, g.V));
+    EXPECT_LE(err, row_tol) << g.name << " step " << i;
+    worst = std::max(worst, err);
     if (clear_gap(g.top2_gap[i], row(g.decode, i, g.V))) {
       EXPECT_EQ(argmax(step_logits), g.tokens[i]) << g.name << " step " << i;
       ++compared;
@@ -122,6 +155,10 @@ TEST_P(Goldens, CudaMatchesTransformersInBf16) {
     if (i + 1 < g.tokens.size()) step_logits = eng.step({g.tokens[i]});
   }
   RecordProperty("tokens_compared", compared);
+  RecordProperty("worst_row_rel_error", std::to_string(worst));
+  std::printf("%s: bf16 prefill rel error %.4f (transformers bf16 %.4f), worst row %.4f "
+              "(transformers %.4f, tolerance %.4f), %d clear greedy steps compared\n",
+              g.name.c_str(), prefill_err, hf.all, worst, hf.worst_row, row_tol, compared);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, Goldens, ::testing::ValuesIn(golden_names()),
