@@ -53,6 +53,7 @@ int run_ceilings_command(const CeilingsArgs& args) {
 void add_bench_commands(CLI::App& app, int& exit_code) {
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks");
   bench->require_subcommand(1);
+  add_bench_decode_command(bench, exit_code);
 
   auto args = std::make_shared<CeilingsArgs>();
   CLI::App* ceilings = bench->add_subcommand(

@@ -9,5 +9,7 @@ namespace braid::cli {
 void add_info_command(CLI::App& app, int& exit_code);
 void add_bench_commands(CLI::App& app, int& exit_code);
 void add_generate_command(CLI::App& app, int& exit_code);
+// Subcommands of `bench`, each in its own file.
+void add_bench_decode_command(CLI::App* bench, int& exit_code);
 
 }  // namespace braid::cli

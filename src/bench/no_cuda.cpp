@@ -4,6 +4,7 @@
 #include <string>
 
 #include "bench/ceilings.h"
+#include "bench/decode.h"
 #include "bench/device.h"
 #include "bench/kernels.h"
 #include "bench/timer.h"
@@ -35,6 +36,7 @@ void launch_empty_kernel(Stream) { no_cuda("empty_kernel"); }
 void launch_minimal_rw_kernel(const int*, int*, Stream) { no_cuda("minimal_rw_kernel"); }
 
 Report run_ceilings(const CeilingsOptions&) { no_cuda("bench ceilings"); }
+Report run_decode(const DecodeOptions&) { no_cuda("bench decode"); }
 
 }  // namespace braid::bench
 

@@ -78,7 +78,7 @@ void Engine::run_chunk(const int32_t* tokens, int n, bool all_logits, float* log
   for (int i = 0; i < n; ++i) {
     h[i] = tokens[i];
     h[T + i] = position_ + i;
-    h[2 * T + i] = position_ + i;  // identity page table: slot == position
+    h[2 * T + i] = static_cast<int32_t>(cache_.slot(0, position_ + i));
   }
   h[3 * T] = 0;
   h[3 * T + 1] = n;

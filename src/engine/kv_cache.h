@@ -1,7 +1,7 @@
-// The paged KV cache of one sequence: per layer, K and V pages of page_size tokens each.
-// The page table is the identity (page i holds positions [i * page_size, (i + 1) * page_size)),
-// kept as a tensor so that the attention kernels read K/V exactly as they will once several
-// sequences share the pages.
+// A paged KV cache for a fixed number of sequences: per layer, K and V pages of page_size tokens.
+// Sequence s owns pages [s * pages_per_seq, (s + 1) * pages_per_seq) in order, so its position p
+// lives in slot s * pages_per_seq * page_size + p. The page table is kept as a tensor so that the
+// attention kernels read K/V exactly as they will once pages are shared and handed out on demand.
 #pragma once
 
 #include <vector>
@@ -13,14 +13,18 @@ namespace braid::engine {
 
 struct KVCache {
   KVCache(const model::ModelConfig& config, int max_tokens, int page_size, Device device,
-          DType dtype);
+          DType dtype, int num_seqs = 1);
 
   int page_size = 0;
-  int num_pages = 0;
-  int max_tokens = 0;  // what was asked for; the pages may hold a few more
+  int num_seqs = 1;
+  int pages_per_seq = 0;
+  int max_tokens = 0;  // per sequence, as asked for; its pages may hold a few more
   int capacity() const { return max_tokens; }
-  std::vector<OwnedTensor> k, v;  // per layer: [num_pages, page_size, kv_heads, head_dim]
-  OwnedTensor page_table;         // [1, num_pages] i32 on the device
+  int64_t slot(int seq, int position) const {
+    return (static_cast<int64_t>(seq) * pages_per_seq) * page_size + position;
+  }
+  std::vector<OwnedTensor> k, v;  // per layer: [num_seqs * pages_per_seq, page_size, kv_heads, head_dim]
+  OwnedTensor page_table;         // [num_seqs, pages_per_seq] i32 on the device
 };
 
 }  // namespace braid::engine

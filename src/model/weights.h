@@ -3,6 +3,8 @@
 // MoE layer's experts in [E, 2 I, hidden] and [E, hidden, I] tensors.
 #pragma once
 
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "braid/buffer.h"
@@ -39,6 +41,16 @@ struct Weights {
   std::vector<OwnedTensor> storage;  // owns everything above
   size_t bytes = 0;                  // total weight bytes on the device
 };
+
+// Where each weight's values come from: called once per Hugging Face tensor with its name, the
+// shape the config implies for it and the destination (a contiguous slice on the device, in the
+// engine's dtype).
+using WeightSource = std::function<void(const std::string& name, const std::vector<int64_t>& shape,
+                                        const Tensor& dst)>;
+
+// Allocates every weight the config needs in the packed layout and fills each from `source`.
+Weights build_weights(const ModelConfig& config, Device device, DType dtype,
+                      const WeightSource& source);
 
 // Loads and packs every weight the config needs, converted to `dtype`, on `device`. Each tensor
 // must exist with the shape the config implies and the checkpoint's declared dtype; a missing,

@@ -1,0 +1,263 @@
+// `braidinfer bench attention-decode`: ops::attention_decode on the decode shapes of ANCHORS.md
+// (32 query heads, 8 KV heads, head_dim 128, bf16, pages of 16 tokens in shuffled order), with the
+// copy bandwidth measured in the same run as the ceiling. Bytes per call = K and V of every
+// sequence read once, plus q read and out written.
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench/device.h"
+#include "bench/kernels.h"
+#include "bench/report.h"
+#include "bench/timer.h"
+#include "braid/buffer.h"
+#include "braid/error.h"
+#include "braid/ops.h"
+#include "commands.h"
+#if BRAID_WITH_CUDA
+#include "ops/cuda/cuda_ops.h"
+#endif
+
+namespace braid::cli {
+
+namespace {
+
+constexpr int64_t kQHeads = 32, kKvHeads = 8, kHeadDim = 128, kPageSize = 16;
+constexpr uint64_t kSeed = 0xdec0de5eedull;
+
+struct DecodeShape {
+  int64_t batch, kv_len;
+  const char* anchor;  // the H100 peers (ANCHORS.md)
+};
+
+const DecodeShape kShapes[] = {
+    {1, 4096, "H100 cuDNN 19.7 us (853 GB/s), FA2 29.0 us"},
+    {1, 32768, "H100 cuDNN 65.2 us (2059 GB/s), FA2 73.3 us"},
+    {16, 4096, "H100 cuDNN 102 us (2623 GB/s), FA2 109 us"},
+    {64, 8192, "H100 cuDNN 709 us (3030 GB/s), FA2 797 us"},
+};
+
+struct DecodeArgs {
+  std::string json_path;
+  bool quick = false;
+  std::vector<int> splits;  // extra rows with these split counts (tuning)
+};
+
+bench::TimingConfig timing(bench::TimingMode mode, bool quick) {
+  bench::TimingConfig c;
+  c.mode = mode;
+  c.warmup = quick ? 2 : 5;
+  c.reps = quick ? 5 : 30;
+  c.batch = quick ? 3 : 20;
+  return c;
+}
+
+// The inputs of one shape: `sets` copies of the K/V pools (rotated so that a small cache is not
+// read from L2), one page table shuffling the pages of every sequence, all lengths = kv_len.
+struct DecodeInputs {
+  std::vector<OwnedTensor> k_pages, v_pages;
+  OwnedTensor q, page_table, kv_lens, out, lse, workspace;
+  ops::PagedKV kv(int set) const { return {k_pages[set], v_pages[set], page_table, kv_lens}; }
+};
+
+DecodeInputs make_inputs(const DecodeShape& s, int sets, int64_t workspace_floats, Device dev) {
+  DecodeInputs in;
+  const int64_t pages_per_seq = (s.kv_len + kPageSize - 1) / kPageSize;
+  const int64_t num_pages = s.batch * pages_per_seq;
+  for (int i = 0; i < sets; ++i) {
+    in.k_pages.emplace_back(DType::bf16, std::vector<int64_t>{num_pages, kPageSize, kKvHeads, kHeadDim}, dev);
+    in.v_pages.emplace_back(DType::bf16, std::vector<int64_t>{num_pages, kPageSize, kKvHeads, kHeadDim}, dev);
+    bench::fill_uniform(in.k_pages.back(), kSeed + 2 * i, -1.0f, 1.0f, {});
+    bench::fill_uniform(in.v_pages.back(), kSeed + 2 * i + 1, -1.0f, 1.0f, {});
+  }
+  in.q = OwnedTensor(DType::bf16, {s.batch, kQHeads, kHeadDim}, dev);
+  bench::fill_uniform(in.q, kSeed - 1, -1.0f, 1.0f, {});
+
+  OwnedTensor table(DType::i32, {s.batch, pages_per_seq}, Device::cpu());
+  std::iota(table.view().ptr<int32_t>(), table.view().ptr<int32_t>() + num_pages, 0);
+  std::shuffle(table.view().ptr<int32_t>(), table.view().ptr<int32_t>() + num_pages,
+               std::mt19937_64(kSeed));
+  OwnedTensor lens(DType::i32, {s.batch}, Device::cpu());
+  std::fill_n(lens.view().ptr<int32_t>(), s.batch, static_cast<int32_t>(s.kv_len));
+  in.page_table = OwnedTensor(DType::i32, {s.batch, pages_per_seq}, dev);
+  in.kv_lens = OwnedTensor(DType::i32, {s.batch}, dev);
+  copy(table, in.page_table);
+  copy(lens, in.kv_lens);
+
+  in.out = OwnedTensor(DType::bf16, {s.batch, kQHeads, kHeadDim}, dev);
+  in.lse = OwnedTensor(DType::f32, {s.batch, kQHeads}, dev);
+  in.workspace = OwnedTensor(DType::f32, {workspace_floats}, dev);
+  return in;
+}
+
+// The outputs were poisoned with NaN before timing: one left means the timed call did not
+// write its output, and its time means nothing.
+void expect_written(const Tensor& t, const std::string& what) {
+  std::vector<int64_t> shape(t.shape, t.shape + t.ndim);
+  OwnedTensor host(t.dtype, shape, Device::cpu());
+  copy(t, host);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (!std::isfinite(load_as_float(host.data(), t.dtype, i)))
+      throw Error(ErrorKind::internal,
+                  fmt::format("bench attention-decode: {}: element {} is not finite after timing",
+                              what, i));
+}
+
+double decode_bytes(const DecodeShape& s) {
+  const double kv = 2.0 * double(s.batch) * double(s.kv_len) * kKvHeads * kHeadDim * 2;
+  const double q_out = 2.0 * double(s.batch) * kQHeads * kHeadDim * 2;
+  return kv + q_out;
+}
+
+double decode_flops(const DecodeShape& s) {  // q.k and p.v for every (query head, key)
+  return 4.0 * double(s.batch) * kQHeads * double(s.kv_len) * kHeadDim;
+}
+
+// `splits` = 0: ops::attention_decode as a caller sees it; otherwise the CUDA kernels with that
+// split count (the op's checks have run on the same tensors first).
+void measure_shape(const DecodeShape& s, const DecodeArgs& args, const bench::DeviceInfo& info,
+                   Device dev, const std::function<void(bench::ResultRow)>& add) {
+  const int64_t set_bytes = static_cast<int64_t>(decode_bytes(s));
+  const int sets = bench::rotating_sets(static_cast<size_t>(set_bytes), info.l2_bytes, 1);
+  const int64_t capacity = (s.kv_len + kPageSize - 1) / kPageSize * kPageSize;
+  int64_t ws = ops::attention_decode_workspace_floats(s.batch, kQHeads, kHeadDim, capacity);
+  for (int n : args.splits) ws = std::max<int64_t>(ws, s.batch * kQHeads * n * (kHeadDim + 1));
+  DecodeInputs in = make_inputs(s, sets, ws, dev);
+  const float scale = 1.0f / std::sqrt(float(kHeadDim));
+
+  std::vector<int> variants = {0};
+#if BRAID_WITH_CUDA
+  const int chosen = cuda::attention_decode_splits(in.q, in.kv(0), INT_MAX);
+  variants.insert(variants.end(), args.splits.begin(), args.splits.end());
+#else
+  const int chosen = 0;
+#endif
+  for (int splits : variants) {
+    for (auto mode : {bench::TimingMode::back_to_back, bench::TimingMode::graph}) {
+      bench::TimingConfig cfg = timing(mode, args.quick);
+      cfg.sets = sets;
+      fill_bytes(in.out, 0xFF);
+      fill_bytes(in.lse, 0xFF);
+      ops::attention_decode(in.q, in.kv(0), scale, in.out, in.lse, in.workspace);  // checks
+      bench::LaunchFn fn = [&](int set, Stream st) {
+        ops::attention_decode(in.q, in.kv(set), scale, in.out, in.lse, in.workspace, st);
+      };
+#if BRAID_WITH_CUDA
+      if (splits > 0)
+        fn = [&, splits](int set, Stream st) {
+          cuda::attention_decode(in.q, in.kv(set), scale, in.out, in.lse, in.workspace, splits, st);
+        };
+#endif
+      const bench::Stats st = bench::time_launches(fn, cfg);
+      expect_written(in.out, "out");
+      expect_written(in.lse, "lse");
+      bench::ResultRow r;
+      r.name = "attention_decode_bf16";
+      r.params = fmt::format("b={} kv={} q32 kv8 d128 page16 {}", s.batch, s.kv_len,
+                             splits == 0 ? fmt::format("splits=auto({})", chosen)
+                                         : fmt::format("splits={}", splits));
+      r.timing = bench::timing_label(cfg) + (sets > 1 ? fmt::format(", {} sets", sets) : "");
+      r.stats = st;
+      r.bytes = double(set_bytes);
+      r.flops = decode_flops(s);
+      r.bound = bench::Bound::memory;
+      r.note = splits == 0 ? s.anchor : "";
+      add(std::move(r));
+    }
+  }
+}
+
+// The copy ceiling of this run: the bench's 16-byte copy kernel over 1 GiB (read + write).
+void measure_copy(bool quick, Device dev, const std::function<void(bench::ResultRow)>& add) {
+  const size_t bytes = quick ? size_t{256} << 20 : size_t{1} << 30;
+  OwnedTensor src(DType::f32, {static_cast<int64_t>(bytes / 4)}, dev);
+  OwnedTensor dst(DType::f32, {static_cast<int64_t>(bytes / 4)}, dev);
+  bench::fill_uniform(src, kSeed, -1.0f, 1.0f, {});
+  const int blocks = bench::copy_kernel_blocks();
+  bench::TimingConfig cfg = timing(bench::TimingMode::back_to_back, quick);
+  cfg.batch = 5;
+  const bench::Stats st = bench::time_launches(
+      [&](int, Stream s) { bench::copy_kernel(src.data(), dst.data(), bytes, blocks, s); }, cfg);
+  bench::ResultRow r;
+  r.name = "copy_kernel";
+  r.params = fmt::format("{} 16 B/thread", bench::format_bytes(double(bytes)));
+  r.timing = bench::timing_label(cfg);
+  r.stats = st;
+  r.bytes = 2.0 * double(bytes);
+  r.bound = bench::Bound::memory;
+  r.note = "H100: 3.00 TB/s";
+  add(std::move(r));
+}
+
+int run_attention_decode(const DecodeArgs& args) {
+  std::string reason;
+  const auto info = bench::query_device(0, &reason);
+  if (!info) {
+    fmt::print(stderr, "braidinfer bench attention-decode: {}\n", reason);
+    return 2;
+  }
+  const Device dev = Device::cuda(0);
+  bench::Report run;
+  run.suite = args.quick ? "attention-decode (quick)" : "attention-decode";
+  run.git_commit = bench::git_commit();
+  run.date_utc = bench::utc_now();
+  run.has_device = true;
+  run.device = *info;
+  auto add = [&](bench::ResultRow r) {
+    fmt::print(stderr, "  measured {} {} [{}]: {} us\n", r.name, r.params, r.timing,
+               bench::format_us(r.stats.median_us));
+    run.rows.push_back(std::move(r));
+  };
+  fmt::print(stderr, "braidinfer bench attention-decode{}: measuring...\n", args.quick ? " --quick" : "");
+  measure_copy(args.quick, dev, add);
+  cuda_allocator::empty_cache();
+  for (const DecodeShape& s : kShapes) {
+    measure_shape(s, args, *info, dev, add);
+    cuda_allocator::empty_cache();
+  }
+  for (const auto& r : run.rows)
+    if (r.name.rfind("copy_", 0) == 0)
+      if (auto v = bench::achieved_gbps(r)) run.ceilings.copy_gbps = std::max(run.ceilings.copy_gbps, *v);
+
+  fmt::print("{}", bench::describe_device(run.device));
+  fmt::print("git {}, {}\n\n", run.git_commit, run.date_utc);
+  fmt::print("{}\n", bench::format_table(run));
+  fmt::print("bytes = K + V of every sequence + q + out; % ceil = of the copy kernel's {:.2f} TB/s\n",
+             run.ceilings.copy_gbps / 1000);
+  if (!args.json_path.empty()) {
+    bench::write_json(run, args.json_path);
+    fmt::print("wrote {}\n", args.json_path);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_attention_decode_command(CLI::App& bench, int& exit_code) {
+  auto args = std::make_shared<DecodeArgs>();
+  CLI::App* cmd = bench.add_subcommand(
+      "attention-decode",
+      "Decode attention over a paged KV cache on ANCHORS.md's shapes (32/8 heads, d128, bf16)");
+  cmd->add_option("--json", args->json_path, "Write the run as JSON to this file");
+  cmd->add_flag("--quick", args->quick, "Fewer repetitions (smoke test)");
+  cmd->add_option("--splits", args->splits,
+                  "Also time the CUDA kernels with these split counts (tuning), e.g. --splits 1 2 4")
+      ->delimiter(',');
+  cmd->callback([args, &exit_code] {
+    if (!BRAID_WITH_CUDA) {
+      fmt::print(stderr, "braidinfer bench attention-decode: this build has no CUDA support\n");
+      exit_code = 2;
+      return;
+    }
+    exit_code = run_attention_decode(*args);
+  });
+}
+
+}  // namespace braid::cli
