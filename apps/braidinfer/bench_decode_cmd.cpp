@@ -29,6 +29,8 @@ void add_bench_decode_command(CLI::App* bench, int& exit_code) {
       ->capture_default_str();
   d->add_option("--device", a->options.device, "CUDA device index")->capture_default_str();
   d->add_flag("--quick", a->options.quick, "Fewer repetitions");
+  d->add_flag("--breakdown", a->options.breakdown,
+              "Also time each component of the step (eager, CUDA events between components)");
   d->add_option("--json", a->json_path, "Write the run as JSON to this file");
   d->callback([a, &exit_code] {
     if (a->options.preset.empty() && a->options.model_dir.empty())

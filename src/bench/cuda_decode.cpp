@@ -66,6 +66,43 @@ int count_kernels(const LaunchFn& step) {
   return kernels;
 }
 
+// Per component: its time in each of `steps` eager decode steps (summed over the layers), from
+// events recorded after each component.
+std::map<std::string, std::vector<double>> time_components(
+    const model::ModelConfig& c, const model::Weights& w, engine::KVCache& cache,
+    model::Workspace& ws, const model::StepInputs& in, int batch, const Tensor& logits, int steps) {
+  std::map<std::string, std::vector<double>> out;
+  std::vector<cudaEvent_t> events;
+  std::vector<std::string> names;
+  auto event_at = [&](size_t i) {
+    while (events.size() <= i) {
+      cudaEvent_t e;
+      BRAID_CUDA_CHECK(cudaEventCreate(&e));
+      events.push_back(e);
+    }
+    return events[i];
+  };
+  for (int step = 0; step < steps; ++step) {
+    names.clear();
+    BRAID_CUDA_CHECK(cudaEventRecord(event_at(0), nullptr));
+    const model::ForwardProbe probe = [&](const char* component, int) {
+      names.emplace_back(component);
+      BRAID_CUDA_CHECK(cudaEventRecord(event_at(names.size()), nullptr));
+    };
+    model::forward(c, w, cache, ws, in, batch, /*all_logits=*/true, logits, {}, &probe);
+    BRAID_CUDA_CHECK(cudaDeviceSynchronize());
+    std::map<std::string, double> step_us;
+    for (size_t i = 0; i < names.size(); ++i) {
+      float ms = 0;
+      BRAID_CUDA_CHECK(cudaEventElapsedTime(&ms, events[i], events[i + 1]));
+      step_us[names[i]] += ms * 1e3;
+    }
+    for (auto& [name, us] : step_us) out[name].push_back(us);
+  }
+  for (cudaEvent_t e : events) cudaEventDestroy(e);
+  return out;
+}
+
 }  // namespace
 
 Report run_decode(const DecodeOptions& o) {
@@ -147,6 +184,14 @@ Report run_decode(const DecodeOptions& o) {
                       0, Bound::memory, note});
   run.rows.push_back({"decode_step", params, timing_label(eager), time_launches(step, eager), bytes,
                       0, Bound::memory, note});
+  if (o.breakdown) {
+    const auto component_bytes = decode_component_bytes(c, B, o.context, dtype_size(dtype));
+    for (auto& [name, samples] : time_components(c, w, cache, ws, in, B, logits.view(), o.quick ? 5 : 20)) {
+      const auto it = component_bytes.find(name);
+      run.rows.push_back({"decode_component", name, "eager, events", summarize(samples),
+                          it == component_bytes.end() ? 0.0 : it->second, 0, Bound::memory, ""});
+    }
+  }
   return run;
 }
 

@@ -3,6 +3,7 @@
 // and the copy bandwidth measured in the same run imply.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,10 @@ model::ModelConfig decode_preset(const std::string& name);
 double decode_step_bytes(const model::ModelConfig& config, int batch, int context,
                          size_t dtype_bytes);
 
+// The same bytes split by component of the forward pass (names as forward() marks them).
+std::map<std::string, double> decode_component_bytes(const model::ModelConfig& config, int batch,
+                                                    int context, size_t dtype_bytes);
+
 struct DecodeOptions {
   std::string preset;     // a decode_preset name, or
   std::string model_dir;  // a Hugging Face folder
@@ -30,10 +35,14 @@ struct DecodeOptions {
   int context = 1024;     // tokens already in each sequence's KV cache
   int device = 0;
   bool quick = false;     // fewer repetitions
+  bool breakdown = false; // also time each component of the step (eager, event-timed)
 };
 
 // Measures the copy ceiling, then the decode step (eager and graph), and returns the run; the
-// first row is the graph replay, the second the eager step. Throws braid::Error without CUDA.
+// first row is the graph replay, the second the eager step. With breakdown, one more row per
+// component ("decode_component", params = the component): its time per step summed over the
+// layers (eager, between CUDA events recorded after each component, so it includes launch gaps
+// where the host falls behind), and the bytes it must read. Throws braid::Error without CUDA.
 Report run_decode(const DecodeOptions& options);
 
 // A few lines under the table: ms/token, tok/s, GB/s, % of the floor, kernels per token.

@@ -2,6 +2,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <map>
 #include <string>
 
 #include "bench/decode.h"
@@ -72,6 +73,34 @@ model::ModelConfig decode_preset(const std::string& name) {
               "bench decode: unknown shape '" + name + "' (known: " + known + ")");
 }
 
+std::map<std::string, double> decode_component_bytes(const model::ModelConfig& c, int batch,
+                                                    int context, size_t dtype_bytes) {
+  const double H = c.hidden_size, e = static_cast<double>(dtype_bytes);
+  const double qkv = c.q_dim() + 2.0 * c.kv_dim();
+  std::map<std::string, double> b;
+  for (int l = 0; l < c.num_layers; ++l) {
+    b["attn_norm"] += H * e;
+    b["mlp_norm"] += H * e;
+    b["qkv_proj"] += (qkv * H + (c.qkv_bias ? qkv : 0)) * e;
+    if (c.qk_norm) b["qk_norm"] += 2.0 * c.head_dim * e;
+    b["kv_append"] += 2.0 * batch * c.kv_dim() * e;  // written
+    b["attention"] += 2.0 * batch * double(context) * c.kv_dim() * e;
+    b["o_proj"] += H * c.q_dim() * e;
+    if (!c.layer_is_moe(l)) {
+      b["gate_up_proj"] += 2.0 * H * c.intermediate_size * e;
+      b["down_proj"] += H * c.intermediate_size * e;
+    } else {
+      const double reachable = std::min<double>(c.num_experts, double(batch) * c.experts_per_token);
+      b["moe_router"] += c.num_experts * H * e;
+      b["moe_experts"] += reachable * 3.0 * H * c.moe_intermediate_size * e;
+    }
+  }
+  b["embedding"] = batch * H * e;
+  b["final_norm"] = H * e;
+  b["lm_head"] = double(c.vocab_size) * H * e + double(batch) * c.vocab_size * 4.0;
+  return b;
+}
+
 double decode_step_bytes(const model::ModelConfig& c, int batch, int context, size_t dtype_bytes) {
   const double H = c.hidden_size, V = c.vocab_size, e = static_cast<double>(dtype_bytes);
   const double qkv = c.q_dim() + 2.0 * c.kv_dim();
@@ -100,7 +129,16 @@ namespace braid::bench {
 
 std::string decode_summary(const Report& run) {
   std::string out;
+  double components_us = 0;
+  for (const ResultRow& r : run.rows)
+    if (r.name == "decode_component") components_us += r.stats.median_us;
   for (const ResultRow& r : run.rows) {
+    if (r.name == "decode_component") {
+      out += fmt::format("  {:<14} {:>9.1f} us/step {:>5.1f}%  {:>10.2f} MB  {:>7.0f} GB/s\n",
+                         r.params, r.stats.median_us, 100.0 * r.stats.median_us / components_us,
+                         r.bytes / 1e6, achieved_gbps(r).value_or(0.0));
+      continue;
+    }
     const double ms = r.stats.median_us / 1e3;
     const auto gbps = achieved_gbps(r);
     const double floor_ms = run.ceilings.copy_gbps > 0 ? r.bytes / (run.ceilings.copy_gbps * 1e6) : 0;

@@ -56,7 +56,11 @@ Workspace::Workspace(const ModelConfig& c, int T, Device d, DType t) : max_token
 }
 
 void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Workspace& ws,
-             const StepInputs& in, int n, bool all_logits, const Tensor& logits, Stream s) {
+             const StepInputs& in, int n, bool all_logits, const Tensor& logits, Stream s,
+             const ForwardProbe* probe) {
+  auto mark = [probe](const char* component, int layer) {
+    if (probe) (*probe)(component, layer);
+  };
   const int64_t hd = c.head_dim, qh = c.num_heads, kvh = c.num_kv_heads;
   const float eps = c.rms_norm_eps;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -72,6 +76,7 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
   attn_heads.strides[2] = 1;
 
   ops::embedding(in.tokens, w.embed, residual, s);
+  mark("embedding", -1);
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
     // The previous layer's MLP output joins the residual stream inside the fused norm.
@@ -79,30 +84,41 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
       ops::rms_norm(residual, lw.attn_norm, eps, normed, s);
     else
       ops::add_rms_norm(proj, residual, lw.attn_norm, eps, normed, s);
+    mark("attn_norm", l);
 
     ops::gemm(normed, lw.qkv, lw.qkv_bias, qkv, s);
+    mark("qkv_proj", l);
     const Tensor q = heads_view(qkv, n, 0, qh, hd);
     const Tensor k = heads_view(qkv, n, qh * hd, kvh, hd);
     const Tensor v = heads_view(qkv, n, (qh + kvh) * hd, kvh, hd);
     if (c.qk_norm) {
       ops::rms_norm(q, lw.q_norm, eps, q, s);
       ops::rms_norm(k, lw.k_norm, eps, k, s);
+      mark("qk_norm", l);
     }
     ops::rope_apply(q, k, in.positions, c.rope, s);
+    mark("rope", l);
     ops::kv_append(k, v, in.slots, cache.k[static_cast<size_t>(l)].view(),
                    cache.v[static_cast<size_t>(l)].view(), s);
+    mark("kv_append", l);
     const ops::PagedKV kv{cache.k[static_cast<size_t>(l)].view(),
                           cache.v[static_cast<size_t>(l)].view(), cache.page_table.view(),
                           in.kv_lens};
     ops::attention(q, in.cu_seqlens_q, kv, /*causal=*/true, scale, attn_heads, Tensor{}, s);
+    mark("attention", l);
     ops::gemm(attn, lw.o_proj, lw.o_bias, proj, s);
+    mark("o_proj", l);
     ops::add_rms_norm(proj, residual, lw.mlp_norm, eps, normed, s);
+    mark("mlp_norm", l);
 
     if (!c.layer_is_moe(l)) {
       const Tensor mlp = rows(ws.mlp, n), act = rows(ws.act, n);
       ops::gemm(normed, lw.gate_up, Tensor{}, mlp, s);
+      mark("gate_up_proj", l);
       ops::silu_mul(mlp, act, s);
+      mark("silu_mul", l);
       ops::gemm(act, lw.down, Tensor{}, proj, s);
+      mark("down_proj", l);
     } else {
       const Tensor router_logits = rows(ws.router_logits, n);
       const Tensor topk_w = rows(ws.topk_weights, n), topk_ids = rows(ws.topk_ids, n);
@@ -110,13 +126,17 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
       ops::gemm(normed, lw.router, Tensor{}, router_logits, s);
       ops::moe_route_topk_softmax(router_logits, c.experts_per_token, c.norm_topk_prob, topk_w,
                                   topk_ids, s);
+      mark("moe_router", l);
       ops::moe_experts(normed, topk_w, topk_ids, lw.experts_gate_up, lw.experts_down, hidden,
                        proj, s);
+      mark("moe_experts", l);
     }
   }
   ops::add_rms_norm(proj, residual, w.final_norm, eps, normed, s);
+  mark("final_norm", -1);
   const Tensor head_in = all_logits ? normed : normed.slice(0, n - 1, n);
   ops::gemm(head_in, w.lm_head, Tensor{}, logits, s);
+  mark("lm_head", -1);
 }
 
 }  // namespace braid::model

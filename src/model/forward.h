@@ -2,6 +2,8 @@
 // the same on the CPU and the GPU.
 #pragma once
 
+#include <functional>
+
 #include "braid/buffer.h"
 #include "engine/kv_cache.h"
 #include "model/config.h"
@@ -27,10 +29,14 @@ struct StepInputs {
   Tensor kv_lens;       // [1] i32: start + n
 };
 
+// Called after each component of the forward pass has been enqueued, with its name ("qkv",
+// "attention", ...) and its layer (-1 outside the layers): lets the bench suite time components.
+using ForwardProbe = std::function<void(const char* component, int layer)>;
+
 // Runs the model on `in`, appends the new tokens' K/V to `cache`, and writes fp32 logits:
 // for the last token only ([1, vocab]) or, with all_logits, for every token ([n, vocab]).
 void forward(const ModelConfig& config, const Weights& weights, engine::KVCache& cache,
              Workspace& ws, const StepInputs& in, int n, bool all_logits, const Tensor& logits,
-             Stream stream = {});
+             Stream stream = {}, const ForwardProbe* probe = nullptr);
 
 }  // namespace braid::model
