@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "braid/error.h"
+#include "braid/ops.h"
 #include "model/safetensors.h"
 
 namespace braid::engine {
@@ -45,8 +46,7 @@ Engine::Engine(const std::string& dir, const EngineOptions& o)
   host_logits_ = OwnedTensor(DType::f32, {T, config_.vocab_size}, Device::cpu());
 }
 
-std::vector<float> Engine::step(const std::vector<int32_t>& tokens, bool all_logits) {
-  const int n = static_cast<int>(tokens.size());
+void Engine::check_tokens(const int32_t* tokens, int n) const {
   if (n == 0) throw Error(ErrorKind::invalid_argument, "engine: step needs at least one token");
   if (position_ + n > context())
     throw Error(ErrorKind::invalid_argument,
@@ -60,6 +60,11 @@ std::vector<float> Engine::step(const std::vector<int32_t>& tokens, bool all_log
                   "engine: token id " + std::to_string(tokens[i]) + " at index " +
                       std::to_string(i) + " is outside the vocabulary [0, " +
                       std::to_string(config_.vocab_size) + ")");
+}
+
+std::vector<float> Engine::step(const std::vector<int32_t>& tokens, bool all_logits) {
+  const int n = static_cast<int>(tokens.size());
+  check_tokens(tokens.data(), n);
   const size_t V = static_cast<size_t>(config_.vocab_size);
   std::vector<float> out(all_logits ? n * V : V);
   for (int at = 0; at < n; at += options_.max_step_tokens) {
@@ -69,6 +74,45 @@ std::vector<float> Engine::step(const std::vector<int32_t>& tokens, bool all_log
     run_chunk(tokens.data() + at, chunk, all_logits, dst);
   }
   return out;
+}
+
+int32_t Engine::decode_greedy(int32_t token) {
+  check_tokens(&token, 1);
+  // The CPU, and the first CUDA step (which also plans the gemms of one-token shapes, so that
+  // nothing is planned or allocated inside the capture), run eagerly.
+  if (options_.device.is_cpu() || decode_inputs_.view().ndim == 0) {
+    if (options_.device.is_cuda()) {
+      decode_inputs_ = OwnedTensor(DType::i32, {6}, options_.device);
+      decode_token_ = OwnedTensor(DType::i32, {1}, options_.device);
+    }
+    const std::vector<float> logits = step({token});
+    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  }
+  if (!decode_graph_) {
+    const Tensor d = decode_inputs_.view();
+    const model::StepInputs in{d.slice(0, 0, 1), d.slice(0, 1, 2), d.slice(0, 2, 3),
+                               d.slice(0, 3, 5), d.slice(0, 5, 6)};
+    const Tensor logits = logits_.view().slice(0, 0, 1);
+    decode_graph_ = std::make_unique<DecodeGraph>(
+        6, d.ptr<int32_t>(), decode_token_.view().ptr<int32_t>(), [this, in, logits](Stream s) {
+          model::forward(config_, weights_, cache_, workspace_, in, 1, false, logits, s);
+          ops::argmax(logits, decode_token_.view(), s);
+        });
+  }
+  int32_t* h = decode_graph_->inputs();
+  h[0] = token;
+  h[1] = position_;
+  h[2] = static_cast<int32_t>(cache_.slot(0, position_));
+  h[3] = 0;
+  h[4] = 1;
+  h[5] = position_ + 1;
+  const int32_t next = decode_graph_->run();
+  ++position_;
+  return next;
+}
+
+int Engine::decode_graph_kernels() const {
+  return decode_graph_ ? decode_graph_->kernel_count() : 0;
 }
 
 void Engine::run_chunk(const int32_t* tokens, int n, bool all_logits, float* logits_out) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "braid/buffer.h"
+#include "engine/decode_graph.h"
 #include "engine/kv_cache.h"
 #include "model/config.h"
 #include "model/forward.h"
@@ -42,9 +43,16 @@ class Engine {
   // ErrorKind::invalid_argument if the sequence would outgrow the context or a token id is
   // outside the vocabulary.
   std::vector<float> step(const std::vector<int32_t>& tokens, bool all_logits = false);
+  // Appends one token and returns the greedy choice for the next position (argmax of the logits,
+  // ties to the lowest id) without bringing the logits to the host. On CUDA the step after the
+  // first runs as one CUDA graph (decode_graph.h).
+  int32_t decode_greedy(int32_t token);
+  // Kernels in the captured decode step (0 until the graph exists).
+  int decode_graph_kernels() const;
 
  private:
   void run_chunk(const int32_t* tokens, int n, bool all_logits, float* logits_out);
+  void check_tokens(const int32_t* tokens, int n) const;
 
   EngineOptions options_;
   model::ModelConfig config_;
@@ -56,6 +64,9 @@ class Engine {
   OwnedTensor host_inputs_, device_inputs_;  // [4 * max_step + 3] i32
   OwnedTensor logits_;                       // [max_step, vocab] f32 on the device
   OwnedTensor host_logits_;
+  // Greedy decode as a graph: inputs [token, position, slot, 0, 1, kv_len] and the chosen token.
+  OwnedTensor decode_inputs_, decode_token_;
+  std::unique_ptr<DecodeGraph> decode_graph_;
 };
 
 }  // namespace braid::engine

@@ -38,8 +38,11 @@ GenerationResult generate(Engine& engine, const std::vector<int32_t>& prompt, in
   auto t0 = std::chrono::steady_clock::now();
   std::vector<float> logits = engine.step(prompt);
   r.prefill_ms = ms_since(t0);
+  // Greedy decoding keeps the logits on the device (one graph per step on CUDA); sampling brings
+  // them to the host sampler.
+  const bool greedy = sampling.temperature == 0.0f;
+  int32_t next = sampler.next(logits);
   for (int i = 0; i < budget; ++i) {
-    const int32_t next = sampler.next(logits);
     r.tokens.push_back(next);
     if (on_token) on_token(next);
     if (std::find(eos_ids.begin(), eos_ids.end(), next) != eos_ids.end()) {
@@ -48,7 +51,12 @@ GenerationResult generate(Engine& engine, const std::vector<int32_t>& prompt, in
     }
     if (i + 1 == budget) break;
     t0 = std::chrono::steady_clock::now();
-    logits = engine.step({next});
+    if (greedy) {
+      next = engine.decode_greedy(next);
+    } else {
+      logits = engine.step({next});
+      next = sampler.next(logits);
+    }
     r.decode_ms += ms_since(t0);
     ++r.decode_steps;
   }

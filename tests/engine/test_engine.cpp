@@ -1,5 +1,6 @@
 // Engine on random tiny checkpoints: prefill and token-by-token decode agree, chunked prefill
 // agrees, the GPU (bf16) agrees with the CPU (f32), and bad input is a clear error.
+#include <algorithm>
 #include <cmath>
 
 #include "engine/engine.h"
@@ -118,4 +119,33 @@ TEST(EngineErrors, UnknownArchitectureListsTheSupportedOnes) {
 
 void PrintTo(const TinyModelSpec& s, std::ostream* os) { *os << s.arch; }
 
+}  // namespace braid::test
+
+namespace braid::test {
+namespace {
+
+// The CUDA graph of a greedy decode step computes exactly what the eager steps compute.
+TEST(EngineGraph, GreedyGraphDecodingEqualsEagerSteps) {
+  BRAID_REQUIRE_CUDA();
+  TinyModelSpec spec;
+  spec.arch = "Qwen3ForCausalLM", spec.qk_norm = true, spec.head_dim = 32;
+  TinyModelDir dir(spec);
+  engine::EngineOptions o;
+  o.device = Device::cuda();
+  engine::Engine graph(dir.path(), o), eager(dir.path(), o);
+  const auto prompt = prompt_of(9, spec.vocab, 3);
+  const auto r = engine::generate(graph, prompt, 40, {}, {});
+  EXPECT_GT(graph.decode_graph_kernels(), 0);
+
+  std::vector<int32_t> expected;
+  auto logits = eager.step(prompt);
+  for (int i = 0; i < 40; ++i) {
+    const auto next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    expected.push_back(next);
+    if (i + 1 < 40) logits = eager.step({next});
+  }
+  EXPECT_EQ(r.tokens, expected);
+}
+
+}  // namespace
 }  // namespace braid::test

@@ -1,0 +1,70 @@
+#include <cuda_runtime.h>
+
+#include <vector>
+
+#include "core/cuda_check.h"
+#include "engine/decode_graph.h"
+
+namespace braid::engine {
+
+DecodeGraph::DecodeGraph(int input_count, int32_t* device_inputs, int32_t* device_token,
+                         std::function<void(Stream)> kernels)
+    : input_count_(input_count),
+      device_inputs_(device_inputs),
+      device_token_(device_token),
+      kernels_(std::move(kernels)) {
+  BRAID_CUDA_CHECK(cudaHostAlloc(&host_inputs_, sizeof(int32_t) * input_count, cudaHostAllocDefault));
+  BRAID_CUDA_CHECK(cudaHostAlloc(&host_token_, sizeof(int32_t), cudaHostAllocDefault));
+  cudaStream_t s;
+  BRAID_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  stream_ = s;
+}
+
+DecodeGraph::~DecodeGraph() {
+  if (exec_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
+  cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+  cudaFreeHost(host_inputs_);
+  cudaFreeHost(host_token_);
+}
+
+void DecodeGraph::capture() {
+  auto s = static_cast<cudaStream_t>(stream_);
+  cudaGraph_t graph = nullptr;
+  BRAID_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  try {
+    BRAID_CUDA_CHECK(cudaMemcpyAsync(device_inputs_, host_inputs_, sizeof(int32_t) * input_count_,
+                                     cudaMemcpyHostToDevice, s));
+    kernels_(Stream{s});
+    BRAID_CUDA_CHECK(cudaMemcpyAsync(host_token_, device_token_, sizeof(int32_t),
+                                     cudaMemcpyDeviceToHost, s));
+  } catch (...) {
+    cudaStreamEndCapture(s, &graph);
+    if (graph) cudaGraphDestroy(graph);
+    throw;
+  }
+  BRAID_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
+  size_t nodes = 0;
+  BRAID_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &nodes));
+  std::vector<cudaGraphNode_t> list(nodes);
+  BRAID_CUDA_CHECK(cudaGraphGetNodes(graph, list.data(), &nodes));
+  for (cudaGraphNode_t n : list) {
+    cudaGraphNodeType type;
+    BRAID_CUDA_CHECK(cudaGraphNodeGetType(n, &type));
+    kernel_count_ += type == cudaGraphNodeTypeKernel;
+  }
+  cudaGraphExec_t exec;
+  const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  BRAID_CUDA_CHECK(err);
+  exec_ = exec;
+}
+
+int32_t DecodeGraph::run() {
+  if (!exec_) capture();
+  auto s = static_cast<cudaStream_t>(stream_);
+  BRAID_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), s));
+  BRAID_CUDA_CHECK(cudaStreamSynchronize(s));
+  return *host_token_;
+}
+
+}  // namespace braid::engine
