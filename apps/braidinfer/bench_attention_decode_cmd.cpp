@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <functional>
 #include <cmath>
 #include <memory>
 #include <numeric>
@@ -240,9 +241,9 @@ int run_attention_decode(const DecodeArgs& args) {
 
 }  // namespace
 
-void add_bench_attention_decode_command(CLI::App& bench, int& exit_code) {
+void add_bench_attention_decode_command(CLI::App* bench, int& exit_code) {
   auto args = std::make_shared<DecodeArgs>();
-  CLI::App* cmd = bench.add_subcommand(
+  CLI::App* cmd = bench->add_subcommand(
       "attention-decode",
       "Decode attention over a paged KV cache on ANCHORS.md's shapes (32/8 heads, d128, bf16)");
   cmd->add_option("--json", args->json_path, "Write the run as JSON to this file");

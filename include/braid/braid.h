@@ -194,6 +194,23 @@ BRAID_API braid_status braid_attention(const braid_tensor* q, const braid_tensor
                                        float softmax_scale, const braid_tensor* out,
                                        const braid_tensor* lse, void* stream);
 
+/* Decode attention: one query per sequence over a paged KV cache (split-KV on CUDA), the result
+ * of braid_attention with cu_seqlens_q = {0, 1, ..., batch}.
+ *   q          [batch, q_heads, head_dim] float, last dim dense
+ *   k_pages, v_pages, page_table, kv_lens as for braid_attention, every kv_lens[b] >= 1
+ *   out        [batch, q_heads, head_dim] q's dtype, last dim dense
+ *   lse        [batch, q_heads] f32, or NULL
+ *   workspace  f32, contiguous, at least braid_attention_decode_workspace_floats(batch, q_heads,
+ *              head_dim, max_pages_per_seq * page_size) elements (scratch) */
+BRAID_API int64_t braid_attention_decode_workspace_floats(int64_t batch, int64_t q_heads,
+                                                          int64_t head_dim, int64_t max_kv_len);
+BRAID_API braid_status braid_attention_decode(const braid_tensor* q, const braid_tensor* k_pages,
+                                              const braid_tensor* v_pages,
+                                              const braid_tensor* page_table,
+                                              const braid_tensor* kv_lens, float softmax_scale,
+                                              const braid_tensor* out, const braid_tensor* lse,
+                                              const braid_tensor* workspace, void* stream);
+
 /* Writes new keys and values into a paged KV cache: token i goes to slot slots[i], i.e. page
  * slots[i] / page_size, offset slots[i] % page_size.
  *   k, v             [n, kv_heads, head_dim] float, last dim dense

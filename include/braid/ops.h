@@ -209,4 +209,25 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
 void kv_append(const Tensor& k, const Tensor& v, const Tensor& slots, const Tensor& k_pages,
                const Tensor& v_pages, Stream stream = {});
 
+// ---------------------------------------------------------------------------------------------
+// attention_decode: one query token per sequence over a paged KV cache, as a decode step runs
+// it. The result is attention() with cu_seqlens_q = {0, 1, ..., batch} (causal and full agree
+// for one query): the query of sequence b sits at position kv_lens[b] - 1 and sees all its keys.
+// On CUDA the keys are cut into chunks (split-KV); each block takes one chunk for the query heads
+// that share a KV head, writes its partial softmax to the workspace, and a second kernel merges
+// the chunks. The number of chunks depends only on shapes, so a call is graph-capturable.
+//   q          [batch, q_heads, head_dim] f32/f16/bf16, last dim dense
+//   kv         as for attention(), with batch = page_table.shape[0] and every kv_lens[b] >= 1
+//   out        [batch, q_heads, head_dim] q's dtype, last dim dense
+//   lse        [batch, q_heads] f32, contiguous (natural-log log-sum-exp), or undefined
+//   workspace  f32, contiguous, any shape, at least attention_decode_workspace_floats(batch,
+//              q_heads, head_dim, max_kv_len) elements with max_kv_len >= the page table's
+//              capacity, page_table.shape[1] * page_size (contents undefined after the call)
+// On CUDA, f16/bf16 with head_dim 64 or 128 take the split-KV kernels; other dtypes and head_dims
+// (up to 256) take attention()'s kernel. Index values are checked on the CPU only, as attention().
+int64_t attention_decode_workspace_floats(int64_t batch, int64_t q_heads, int64_t head_dim,
+                                          int64_t max_kv_len);
+void attention_decode(const Tensor& q, const PagedKV& kv, float softmax_scale, const Tensor& out,
+                      const Tensor& lse, const Tensor& workspace, Stream stream = {});
+
 }  // namespace braid::ops

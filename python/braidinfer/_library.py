@@ -105,6 +105,14 @@ _PROTOTYPES = {
         ctypes.c_int,
         [_T, _T, _T, _T, _T, _T, ctypes.c_int, ctypes.c_float, _T, _T, _S],
     ),
+    "braid_attention_decode_workspace_floats": (
+        ctypes.c_int64,
+        [ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64],
+    ),
+    "braid_attention_decode": (
+        ctypes.c_int,
+        [_T, _T, _T, _T, _T, ctypes.c_float, _T, _T, _T, _S],
+    ),
     "braid_kv_append": (ctypes.c_int, [_T, _T, _T, _T, _T, _S]),
     "braid_moe_route_topk_softmax": (ctypes.c_int, [_T, ctypes.c_int, ctypes.c_int, _T, _T, _S]),
     "braid_moe_experts": (ctypes.c_int, [_T, _T, _T, _T, _T, _T, _T, _S]),

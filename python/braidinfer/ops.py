@@ -30,6 +30,8 @@ __all__ = [
     "softmax",
     "argmax",
     "attention",
+    "attention_decode",
+    "attention_decode_workspace_floats",
     "kv_append",
     "moe_route_topk_softmax",
     "moe_experts",
@@ -258,6 +260,45 @@ def attention(q, cu_seqlens_q, k_pages, v_pages, page_table, kv_lens, causal=Tru
           c.tensor("kv.page_table", page_table), c.tensor("kv.kv_lens", kv_lens),
           ctypes.c_int(1 if causal else 0), ctypes.c_float(softmax_scale),
           c.tensor("out", out, writable=True), c.optional("lse", lse, writable=True))
+    return (out, lse) if return_lse else out
+
+
+def attention_decode_workspace_floats(batch, q_heads, head_dim, max_kv_len):
+    """Elements of the f32 workspace attention_decode needs, for page tables of up to
+    max_kv_len = max_pages_per_seq * page_size keys."""
+    return int(function("braid_attention_decode_workspace_floats")(
+        int(batch), int(q_heads), int(head_dim), int(max_kv_len)))
+
+
+def attention_decode(q, k_pages, v_pages, page_table, kv_lens, softmax_scale=None, out=None,
+                     lse=None, workspace=None, *, return_lse=False, stream=None):
+    """Decode attention: one query per sequence over a paged KV cache (see ops.h); the result of
+    attention() with cu_seqlens_q = [0, 1, ..., batch]. q [batch, q_heads, head_dim]; k_pages,
+    v_pages [num_pages, page_size, kv_heads, head_dim]; page_table [batch, max_pages] i32;
+    kv_lens [batch] i32, each >= 1; softmax_scale default 1/sqrt(head_dim); lse [batch, q_heads]
+    f32 or None (allocated when return_lse); workspace: f32 scratch of at least
+    attention_decode_workspace_floats(batch, q_heads, head_dim, max_pages * page_size) elements,
+    allocated when None (pass one to keep the call free of allocations, e.g. in a CUDA graph).
+    Returns out, or (out, lse) when return_lse."""
+    _need_dims("attention_decode", "q", q, 3)
+    batch, q_heads, head_dim = _shape(q)[:3]
+    if softmax_scale is None:
+        softmax_scale = 1.0 / math.sqrt(head_dim)
+    if out is None:
+        out = _convert.empty(q, _shape(q), _convert.tensor_dtype("attention_decode", "q", q))
+    if return_lse and lse is None:
+        lse = _convert.empty(q, (batch, q_heads), "f32")
+    if workspace is None:
+        _need_dims("attention_decode", "kv.page_table", page_table, 2)
+        _need_dims("attention_decode", "kv.k_pages", k_pages, 4)
+        capacity = _shape(page_table)[1] * _shape(k_pages)[1]
+        n = attention_decode_workspace_floats(batch, q_heads, head_dim, capacity)
+        workspace = _convert.empty(q, (n,), "f32")
+    c = _Call("attention_decode", stream)
+    c.run(c.tensor("q", q), c.tensor("kv.k_pages", k_pages), c.tensor("kv.v_pages", v_pages),
+          c.tensor("kv.page_table", page_table), c.tensor("kv.kv_lens", kv_lens),
+          ctypes.c_float(softmax_scale), c.tensor("out", out, writable=True),
+          c.optional("lse", lse, writable=True), c.tensor("workspace", workspace, writable=True))
     return (out, lse) if return_lse else out
 
 

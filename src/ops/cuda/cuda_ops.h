@@ -20,6 +20,13 @@ void argmax(const Tensor& x, const Tensor& out, Stream stream);
 bool attention_supports_head_dim(int64_t head_dim);
 void attention(const Tensor& q, const Tensor& cu_seqlens_q, const ops::PagedKV& kv, bool causal,
                float softmax_scale, const Tensor& out, const Tensor& lse, Stream stream);
+// attention_decode: how many key chunks (splits) the kernels use, at most max_splits (what the
+// workspace holds); and the kernels for a given split count (a benchmark may pass its own; the
+// workspace then needs batch * q_heads * splits * (head_dim + 1) floats).
+int attention_decode_splits(const Tensor& q, const ops::PagedKV& kv, int max_splits);
+void attention_decode(const Tensor& q, const ops::PagedKV& kv, float softmax_scale,
+                      const Tensor& out, const Tensor& lse, const Tensor& workspace, int splits,
+                      Stream stream);
 void moe_route_topk_softmax(const Tensor& logits, int k, bool renormalize,
                             const Tensor& topk_weights, const Tensor& topk_ids, Stream stream);
 void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,

@@ -1,0 +1,162 @@
+"""Same-run peers for braidinfer's attention_decode.
+
+torch SDPA (cuDNN and FlashAttention backends, GQA, contiguous KV in its preferred
+[batch, kv_heads, seq, head_dim] layout) against braidinfer.ops.attention_decode (paged KV, pages
+of 16 tokens in shuffled order) on the decode shapes of ANCHORS.md: one query token, 32 query
+heads, 8 KV heads, head_dim 128, bf16. Times are medians of CUDA-event timings with the L2 cache
+flushed before each call (triton.testing.do_bench); braidinfer is also timed as 10 calls
+captured in one CUDA graph. Bytes = K + V read + q read + out written.
+
+Run on the GPU machine, from the repository root:
+    PYTHONPATH=python BRAIDINFER_LIBRARY=<dir with libbraid.so> \\
+        python3 -m braidinfer.compare_decode [--json FILE]
+"""
+
+import argparse
+import json
+import math
+import sys
+
+import torch
+import torch.nn.functional as F
+
+from . import ops
+
+SHAPES = [(1, 4096), (1, 32768), (16, 4096), (64, 8192)]  # (batch, kv length)
+Q_HEADS, KV_HEADS, HEAD_DIM, PAGE = 32, 8, 128, 16
+GRAPH_CALLS = 10
+
+
+def time_us(fn):
+    """Median microseconds of fn() (L2 flushed before each call when triton is present)."""
+    try:
+        from triton.testing import do_bench
+    except ImportError:
+        do_bench = None
+    if do_bench is not None:
+        return do_bench(fn, warmup=25, rep=200, return_mode="median") * 1e3
+    for _ in range(10):
+        fn()
+    times = []
+    for _ in range(50):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3)
+    return sorted(times)[len(times) // 2]
+
+
+def sdpa_backends():
+    from torch.nn.attention import SDPBackend
+
+    return [("torch_sdpa_cudnn", SDPBackend.CUDNN_ATTENTION),
+            ("torch_sdpa_flash", SDPBackend.FLASH_ATTENTION)]
+
+
+def run_shape(batch, kv_len, gen):
+    from torch.nn.attention import sdpa_kernel
+
+    dev = "cuda"
+    kw = dict(dtype=torch.bfloat16, device=dev)
+    q = torch.randn(batch, Q_HEADS, HEAD_DIM, generator=gen, **kw)
+    k = torch.randn(batch, kv_len, KV_HEADS, HEAD_DIM, generator=gen, **kw)
+    v = torch.randn(batch, kv_len, KV_HEADS, HEAD_DIM, generator=gen, **kw)
+    scale = 1.0 / math.sqrt(HEAD_DIM)
+    nbytes = 2 * batch * kv_len * KV_HEADS * HEAD_DIM * 2 + 2 * batch * Q_HEADS * HEAD_DIM * 2
+    rows = []
+
+    def row(name, us, note=""):
+        rows.append({"name": name, "batch": batch, "kv_len": kv_len, "median_us": us,
+                     "gbps": nbytes / (us * 1e-6) / 1e9 if us else None, "bytes": nbytes,
+                     "note": note})
+
+    # The peers: SDPA on [batch, heads, seq, head_dim], GQA handled by the backend.
+    qs = q.view(batch, Q_HEADS, 1, HEAD_DIM)
+    ks = k.permute(0, 2, 1, 3).contiguous()
+    vs = v.permute(0, 2, 1, 3).contiguous()
+    reference = None
+    for name, backend in sdpa_backends():
+        def call():
+            with sdpa_kernel(backend):
+                return F.scaled_dot_product_attention(qs, ks, vs, scale=scale, enable_gqa=True)
+        try:
+            out = call()
+            torch.cuda.synchronize()
+        except Exception as e:  # a backend that cannot take this shape
+            row(name, None, f"unavailable: {type(e).__name__}: {str(e).splitlines()[0][:120]}")
+            continue
+        if reference is None:
+            reference = out.view(batch, Q_HEADS, HEAD_DIM).float()
+        row(name, time_us(call))
+    del ks, vs
+
+    # braidinfer: the same keys in pages of PAGE tokens, scattered over the pool in random order.
+    pages_per_seq = kv_len // PAGE
+    num_pages = batch * pages_per_seq
+    perm = torch.randperm(num_pages, generator=gen, device=dev)
+    k_pages = torch.empty(num_pages, PAGE, KV_HEADS, HEAD_DIM, **kw)
+    v_pages = torch.empty_like(k_pages)
+    k_pages[perm] = k.reshape(num_pages, PAGE, KV_HEADS, HEAD_DIM)
+    v_pages[perm] = v.reshape(num_pages, PAGE, KV_HEADS, HEAD_DIM)
+    del k, v
+    page_table = perm.to(torch.int32).view(batch, pages_per_seq).contiguous()
+    kv_lens = torch.full((batch,), kv_len, dtype=torch.int32, device=dev)
+    out = torch.empty_like(q)
+    n = ops.attention_decode_workspace_floats(batch, Q_HEADS, HEAD_DIM, pages_per_seq * PAGE)
+    workspace = torch.empty(n, dtype=torch.float32, device=dev)
+
+    def braid():
+        ops.attention_decode(q, k_pages, v_pages, page_table, kv_lens, scale, out=out,
+                             workspace=workspace)
+
+    braid()
+    torch.cuda.synchronize()
+    note = ""
+    if reference is not None:
+        err = (out.float() - reference).norm() / reference.norm()
+        note = f"rel. error vs SDPA {err.item():.2e}"
+    row("braidinfer_attention_decode", time_us(braid), note)
+    try:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(GRAPH_CALLS):
+                braid()
+        graph.replay()
+        torch.cuda.synchronize()
+        row("braidinfer_attention_decode_graph",
+            time_us(graph.replay) / GRAPH_CALLS, f"{GRAPH_CALLS} calls per graph, L2 warm between them")
+    except Exception as e:
+        row("braidinfer_attention_decode_graph", None, f"failed: {e}")
+    return rows
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", help="write the rows as JSON to this file")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("compare_decode: no CUDA device", file=sys.stderr)
+        return 2
+    info = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+            "cudnn": torch.backends.cudnn.version()}
+    print(f"{info['device']}, torch {info['torch']}, cuDNN {info['cudnn']}")
+    rows = []
+    for batch, kv_len in SHAPES:
+        rows += run_shape(batch, kv_len, torch.Generator(device="cuda").manual_seed(batch * kv_len))
+        torch.cuda.empty_cache()
+    print(f"{'name':36} {'batch':>5} {'kv_len':>6} {'median us':>10} {'GB/s':>8}  note")
+    for r in rows:
+        us = f"{r['median_us']:.1f}" if r["median_us"] else "-"
+        gbps = f"{r['gbps']:.0f}" if r["gbps"] else "-"
+        print(f"{r['name']:36} {r['batch']:>5} {r['kv_len']:>6} {us:>10} {gbps:>8}  {r['note']}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"info": info, "rows": rows}, f, indent=2)
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,33 @@
+// C wrapper: decode attention (one query per sequence) over a paged KV cache, and its workspace
+// size. The KV tensors are named "kv.<field>" in messages, as braid::ops::attention_decode names them.
+#include "braid/ops.h"
+#include "capi/capi.h"
+
+using namespace braid::capi;
+
+extern "C" {
+
+int64_t braid_attention_decode_workspace_floats(int64_t batch, int64_t q_heads, int64_t head_dim,
+                                                int64_t max_kv_len) {
+  return braid::ops::attention_decode_workspace_floats(batch, q_heads, head_dim, max_kv_len);
+}
+
+braid_status braid_attention_decode(const braid_tensor* q, const braid_tensor* k_pages,
+                                    const braid_tensor* v_pages, const braid_tensor* page_table,
+                                    const braid_tensor* kv_lens, float softmax_scale,
+                                    const braid_tensor* out, const braid_tensor* lse,
+                                    const braid_tensor* workspace, void* stream) {
+  const char* op = "attention_decode";
+  return guarded(op, [&] {
+    braid::ops::PagedKV kv;
+    kv.k_pages = tensor_arg(op, "kv.k_pages", k_pages);
+    kv.v_pages = tensor_arg(op, "kv.v_pages", v_pages);
+    kv.page_table = tensor_arg(op, "kv.page_table", page_table);
+    kv.kv_lens = tensor_arg(op, "kv.kv_lens", kv_lens);
+    braid::ops::attention_decode(tensor_arg(op, "q", q), kv, softmax_scale,
+                                 tensor_arg(op, "out", out), optional_tensor_arg(op, "lse", lse),
+                                 tensor_arg(op, "workspace", workspace), stream_arg(stream));
+  });
+}
+
+}  // extern "C"
