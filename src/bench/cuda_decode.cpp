@@ -142,7 +142,7 @@ Report run_decode(const DecodeOptions& o) {
     fill_uniform(cache.k[l].view(), 1000 + l, -1.0f, 1.0f, {});
     fill_uniform(cache.v[l].view(), 2000 + l, -1.0f, 1.0f, {});
   }
-  model::Workspace ws(c, o.batch, dev, dtype);
+  model::Workspace ws(c, o.batch, dev, dtype, int64_t{cache.pages_per_seq} * cache.page_size);
 
   const int B = o.batch;
   OwnedTensor host(DType::i32, {5 * B + 1}, Device::cpu());
@@ -158,7 +158,8 @@ Report run_decode(const DecodeOptions& o) {
   copy(host.view(), inputs.view());
   const Tensor d = inputs.view();
   const model::StepInputs in{d.slice(0, 0, B), d.slice(0, B, 2 * B), d.slice(0, 2 * B, 3 * B),
-                             d.slice(0, 4 * B, 5 * B + 1), d.slice(0, 3 * B, 4 * B)};
+                             d.slice(0, 4 * B, 5 * B + 1), d.slice(0, 3 * B, 4 * B),
+                             /*decode=*/true};
   OwnedTensor logits(DType::f32, {B, c.vocab_size}, dev);
   OwnedTensor next(DType::i32, {B}, dev);
 

@@ -38,7 +38,8 @@ Engine::Engine(const std::string& dir, const EngineOptions& o)
       weights_(model::load_weights(config_, model::Checkpoint::open(dir), o.device,
                                    choose_dtype(config_, o))),
       cache_(config_, choose_context(config_, o), o.page_size, o.device, weights_.dtype),
-      workspace_(config_, o.max_step_tokens, o.device, weights_.dtype) {
+      workspace_(config_, o.max_step_tokens, o.device, weights_.dtype,
+                 int64_t{cache_.pages_per_seq} * cache_.page_size) {
   const int T = o.max_step_tokens;
   host_inputs_ = OwnedTensor(DType::i32, {4 * T + 3}, Device::cpu());
   device_inputs_ = OwnedTensor(DType::i32, {4 * T + 3}, o.device);
@@ -91,7 +92,7 @@ int32_t Engine::decode_greedy(int32_t token) {
   if (!decode_graph_) {
     const Tensor d = decode_inputs_.view();
     const model::StepInputs in{d.slice(0, 0, 1), d.slice(0, 1, 2), d.slice(0, 2, 3),
-                               d.slice(0, 3, 5), d.slice(0, 5, 6)};
+                               d.slice(0, 3, 5), d.slice(0, 5, 6), /*decode=*/true};
     const Tensor logits = logits_.view().slice(0, 0, 1);
     decode_graph_ = std::make_unique<DecodeGraph>(
         6, d.ptr<int32_t>(), decode_token_.view().ptr<int32_t>(), [this, in, logits](Stream s) {

@@ -26,7 +26,8 @@ Tensor rows(const OwnedTensor& t, int64_t n) { return t.view().slice(0, 0, n); }
 
 }  // namespace
 
-Workspace::Workspace(const ModelConfig& c, int T, Device d, DType t) : max_tokens(T) {
+Workspace::Workspace(const ModelConfig& c, int T, Device d, DType t, int64_t decode_kv_capacity)
+    : max_tokens(T) {
   const int64_t H = c.hidden_size;
   const int64_t qkv_width = c.q_dim() + 2 * c.kv_dim();
   int64_t I = 0;
@@ -53,6 +54,10 @@ Workspace::Workspace(const ModelConfig& c, int T, Device d, DType t) : max_token
     topk_ids = OwnedTensor(DType::i32, {T, k}, d);
     moe_hidden = OwnedTensor(DType::f32, {T * k, int64_t{c.moe_intermediate_size}}, d);
   }
+  if (decode_kv_capacity > 0)
+    decode_attention = OwnedTensor(
+        DType::f32,
+        {ops::attention_decode_workspace_floats(T, c.num_heads, c.head_dim, decode_kv_capacity)}, d);
 }
 
 void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Workspace& ws,
@@ -104,7 +109,10 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
     const ops::PagedKV kv{cache.k[static_cast<size_t>(l)].view(),
                           cache.v[static_cast<size_t>(l)].view(), cache.page_table.view(),
                           in.kv_lens};
-    ops::attention(q, in.cu_seqlens_q, kv, /*causal=*/true, scale, attn_heads, Tensor{}, s);
+    if (in.decode && ws.decode_attention.view().ndim != 0)
+      ops::attention_decode(q, kv, scale, attn_heads, Tensor{}, ws.decode_attention.view(), s);
+    else
+      ops::attention(q, in.cu_seqlens_q, kv, /*causal=*/true, scale, attn_heads, Tensor{}, s);
     mark("attention", l);
     ops::gemm(attn, lw.o_proj, lw.o_bias, proj, s);
     mark("o_proj", l);

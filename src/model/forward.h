@@ -11,12 +11,16 @@
 
 namespace braid::model {
 
-// Activations for up to max_tokens tokens per step, allocated once.
+// Activations for up to max_tokens tokens per step, allocated once. With decode_kv_capacity > 0
+// (the KV cache's tokens per sequence, pages included) it also holds the split-KV decode
+// attention's scratch for up to max_tokens sequences.
 struct Workspace {
-  Workspace(const ModelConfig& config, int max_tokens, Device device, DType dtype);
+  Workspace(const ModelConfig& config, int max_tokens, Device device, DType dtype,
+            int64_t decode_kv_capacity = 0);
   int max_tokens;
   OwnedTensor residual, normed, qkv, attn, proj, mlp, act;  // [T, ...] in the model dtype
   OwnedTensor router_logits, topk_weights, topk_ids, moe_hidden;  // MoE layers only
+  OwnedTensor decode_attention;  // f32 scratch of attention_decode
 };
 
 // One step of one sequence: n new tokens at positions [start, start + n), all tensors on the
@@ -27,6 +31,9 @@ struct StepInputs {
   Tensor slots;         // [n] i32: cache slot of each token
   Tensor cu_seqlens_q;  // [2] i32: {0, n}
   Tensor kv_lens;       // [1] i32: start + n
+  // Every sequence of the cache's page table adds exactly one token (n == sequences): attention
+  // then runs as attention_decode (split-KV) when the workspace has its scratch.
+  bool decode = false;
 };
 
 // Called after each component of the forward pass has been enqueued, with its name ("qkv",
