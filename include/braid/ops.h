@@ -103,10 +103,12 @@ void silu_mul(const Tensor& x, const Tensor& out, Stream stream = {});
 //   bias [n] same dtype as out (cuBLASLt's bias epilogue adds in the output type), contiguous,
 //        or undefined (Tensor{}) for none
 //   out  [m, n] a's dtype or f32, rows (row stride >= n)
-// On CUDA through cuBLASLt, with the heuristic's plan cached per shape (the first call with a
-// shape plans; later calls, and CUDA-graph capture of them, allocate nothing). The cuBLASLt
-// workspace is one per device: gemms on different streams of one device must not run
-// concurrently. On the CPU inputs of f32 are also accepted (reference only).
+// On CUDA, m <= 16 with k % 8 == 0 and 16-byte aligned a/w rows takes braidinfer's GEMV kernel
+// (tensor-core, streams w at the copy bandwidth; no plan, capturable from the first call);
+// everything else goes through cuBLASLt, with the heuristic's plan cached per shape (the first
+// call with a shape plans; later calls, and CUDA-graph capture of them, allocate nothing). The
+// cuBLASLt workspace is one per device: cuBLASLt gemms on different streams of one device must
+// not run concurrently. On the CPU inputs of f32 are also accepted (reference only).
 void gemm(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out,
           Stream stream = {});
 

@@ -5,9 +5,15 @@
 #include <cstddef>
 #include <string>
 
+#include "braid/stream.h"
 #include "braid/tensor.h"
 
 namespace braid::cuda {
+
+// The cuBLASLt path of gemm, without its GEMV fast path (ops/cuda/gemv/gemv.h): for benchmarks
+// that compare the two. Arguments as braid::cuda::gemm's (checked by the caller).
+void gemm_cublaslt(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out,
+                   Stream stream);
 
 // Number of cached plans (one per shape / dtype / leading-dimension / alignment key).
 size_t gemm_plan_count();

@@ -1,0 +1,346 @@
+// `braidinfer bench gemv`: the GEMV kernel (gemm's path for m <= 16) against cuBLASLt on the
+// projections of Qwen2.5-0.5B, Llama-3.2-1B and Llama-2-7B, in one run with the copy bandwidth
+// measured as the ceiling. bf16 in and out, no bias. Bytes per call = w + a read, out written.
+// Both are timed as CUDA-graph replays (what a decode step does) over rotating input sets that
+// together exceed twice the L2, so w comes from DRAM every time.
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/device.h"
+#include "bench/kernels.h"
+#include "bench/report.h"
+#include "bench/timer.h"
+#include "braid/buffer.h"
+#include "braid/error.h"
+#include "braid/ops.h"
+#include "commands.h"
+#if BRAID_WITH_CUDA
+#include "ops/cuda/gemm/gemm_lt.h"
+#include "ops/cuda/gemv/gemv.h"
+#endif
+
+namespace braid::cli {
+
+namespace {
+
+constexpr uint64_t kSeed = 0x6e3f5eedull;
+
+struct Projection {
+  const char* model;
+  const char* proj;
+  int64_t n, k;  // w is [n, k]: [out_features, in_features]
+};
+
+const Projection kProjections[] = {
+    {"qwen2.5-0.5b", "qkv", 1152, 896},      {"qwen2.5-0.5b", "o", 896, 896},
+    {"qwen2.5-0.5b", "gate_up", 9728, 896},  {"qwen2.5-0.5b", "down", 896, 4864},
+    {"qwen2.5-0.5b", "lm_head", 151936, 896},
+    {"llama-3.2-1b", "qkv", 3072, 2048},     {"llama-3.2-1b", "o", 2048, 2048},
+    {"llama-3.2-1b", "gate_up", 16384, 2048}, {"llama-3.2-1b", "down", 2048, 8192},
+    {"llama-3.2-1b", "lm_head", 128256, 2048},
+    {"llama-2-7b", "qkv", 12288, 4096},      {"llama-2-7b", "o", 4096, 4096},
+    {"llama-2-7b", "gate_up", 22016, 4096},  {"llama-2-7b", "down", 4096, 11008},
+    {"llama-2-7b", "lm_head", 32000, 4096},
+};
+
+struct Case {
+  Projection p;
+  int64_t m;
+};
+
+// Every projection at m = 1; the 1B and 7B MLP projections also at m = 4 and 16 (batched decode).
+std::vector<Case> bench_cases() {
+  std::vector<Case> cases;
+  for (const Projection& p : kProjections) cases.push_back({p, 1});
+  for (const Projection& p : kProjections) {
+    const std::string model = p.model, proj = p.proj;
+    if (model != "qwen2.5-0.5b" && (proj == "gate_up" || proj == "down"))
+      for (int64_t m : {4, 16}) cases.push_back({p, m});
+  }
+  return cases;
+}
+
+std::string case_params(const Case& c) {
+  return fmt::format("{} {} m={} {}x{}", c.p.model, c.p.proj, c.m, c.p.n, c.p.k);
+}
+
+double case_bytes(const Case& c) {  // w and a read, out written, all bf16
+  return 2.0 * (double(c.p.n) * double(c.p.k) + double(c.m) * double(c.p.k) +
+                double(c.m) * double(c.p.n));
+}
+
+struct GemvArgs {
+  std::string json_path;
+  bool quick = false;
+  bool sweep = false;
+};
+
+// Graph replays of `batch` calls; batch sized so one sample is ~2 ms (~0.5 ms with --quick).
+bench::TimingConfig timing(const Case& c, bool quick, int sets) {
+  const double est_us = std::max(2.0, case_bytes(c) / 2.5e6);  // at ~2.5 TB/s
+  bench::TimingConfig cfg;
+  cfg.mode = bench::TimingMode::graph;
+  cfg.sets = sets;
+  cfg.warmup = 2;
+  cfg.reps = quick ? 5 : 20;
+  cfg.batch = std::clamp(static_cast<int>((quick ? 500.0 : 2000.0) / est_us), 3, 200);
+  return cfg;
+}
+
+// Rotating copies of a, w and the two outputs (GEMV's and cuBLASLt's).
+struct Sets {
+  std::vector<OwnedTensor> a, w, out, out_lt;
+};
+
+Sets make_sets(const Case& c, int sets, Device dev) {
+  Sets s;
+  for (int i = 0; i < sets; ++i) {
+    s.a.emplace_back(DType::bf16, std::vector<int64_t>{c.m, c.p.k}, dev);
+    s.w.emplace_back(DType::bf16, std::vector<int64_t>{c.p.n, c.p.k}, dev);
+    s.out.emplace_back(DType::bf16, std::vector<int64_t>{c.m, c.p.n}, dev);
+    s.out_lt.emplace_back(DType::bf16, std::vector<int64_t>{c.m, c.p.n}, dev);
+    bench::fill_uniform(s.a.back(), kSeed + 2 * i, -1.0f, 1.0f, {});
+    bench::fill_uniform(s.w.back(), kSeed + 2 * i + 1, -1.0f, 1.0f, {});
+    fill_bytes(s.out.back(), 0xFF);
+    fill_bytes(s.out_lt.back(), 0xFF);
+  }
+  return s;
+}
+
+std::vector<float> host_floats(const Tensor& t) {
+  OwnedTensor host(t.dtype, std::vector<int64_t>(t.shape, t.shape + t.ndim), Device::cpu());
+  copy(t, host);
+  std::vector<float> v(static_cast<size_t>(t.numel()));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = load_as_float(host.data(), t.dtype, int64_t(i));
+  return v;
+}
+
+// ‖braid − cuBLASLt‖ / ‖cuBLASLt‖ over every set. The outputs were poisoned with NaN before
+// timing, so an unwritten element shows up as NaN here and the run stops: a time for a kernel
+// that did not write its output means nothing.
+double disagreement(const Sets& s, const std::string& what) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < s.out.size(); ++i) {
+    const std::vector<float> got = host_floats(s.out[i]), ref = host_floats(s.out_lt[i]);
+    for (size_t j = 0; j < got.size(); ++j) {
+      if (!std::isfinite(got[j]) || !std::isfinite(ref[j]))
+        throw Error(ErrorKind::internal,
+                    fmt::format("bench gemv: {}: output element {} of set {} is not finite "
+                                "after timing (left unwritten?)", what, j, i));
+      num += (double(got[j]) - ref[j]) * (double(got[j]) - ref[j]);
+      den += double(ref[j]) * ref[j];
+    }
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+bench::ResultRow make_row(const char* name, const Case& c, const bench::TimingConfig& cfg,
+                          const bench::Stats& st, std::string note) {
+  bench::ResultRow r;
+  r.name = name;
+  r.params = case_params(c);
+  r.timing = bench::timing_label(cfg) + fmt::format(", {} sets", cfg.sets);
+  r.stats = st;
+  r.bytes = case_bytes(c);
+  r.flops = 2.0 * double(c.m) * double(c.p.n) * double(c.p.k);
+  r.bound = bench::Bound::memory;
+  r.note = std::move(note);
+  return r;
+}
+
+#if BRAID_WITH_CUDA
+// Launch shapes to try next to the heuristic's (--sweep): the block's 8 warps as 8 tiles x 1
+// slice of k, 4 x 2, 2 x 4 and 1 x 8, and fewer warps on one tile.
+std::vector<cuda::GemvLaunch> sweep_launches(const cuda::GemvLaunch& chosen) {
+  std::vector<cuda::GemvLaunch> all = {chosen};
+  for (cuda::GemvLaunch l : {cuda::GemvLaunch{8, 1}, cuda::GemvLaunch{4, 2},
+                             cuda::GemvLaunch{2, 4}, cuda::GemvLaunch{1, 8},
+                             cuda::GemvLaunch{1, 4}, cuda::GemvLaunch{1, 2}}) {
+    if (l.tiles_per_block != chosen.tiles_per_block || l.split != chosen.split) all.push_back(l);
+  }
+  return all;
+}
+#endif
+
+void measure_case(const Case& c, const GemvArgs& args, const bench::DeviceInfo& info, Device dev,
+                  const std::function<void(bench::ResultRow)>& add) {
+#if BRAID_WITH_CUDA
+  const int sets = bench::rotating_sets(static_cast<size_t>(case_bytes(c)), info.l2_bytes, 2);
+  const bench::TimingConfig cfg = timing(c, args.quick, sets);
+  const Sets s = make_sets(c, sets, dev);
+  if (!cuda::gemv_applicable(s.a[0], s.w[0], Tensor{}, s.out[0]))
+    throw Error(ErrorKind::internal, "bench gemv: " + case_params(c) + ": GEMV does not apply");
+  const cuda::GemvLaunch chosen = cuda::gemv_launch_for(c.m, c.p.n, c.p.k);
+
+  // One call each outside the graph: ops::gemm's checks, and cuBLASLt's plan (its first call
+  // with a shape plans, which must not happen under capture).
+  ops::gemm(s.a[0], s.w[0], Tensor{}, s.out[0]);
+  cuda::gemm_cublaslt(s.a[0], s.w[0], Tensor{}, s.out_lt[0], {});
+  const bench::Stats braid = bench::time_launches(
+      [&](int i, Stream st) { ops::gemm(s.a[i], s.w[i], Tensor{}, s.out[i], st); }, cfg);
+  const bench::Stats lt = bench::time_launches(
+      [&](int i, Stream st) { cuda::gemm_cublaslt(s.a[i], s.w[i], Tensor{}, s.out_lt[i], st); },
+      cfg);
+  const double diff = disagreement(s, case_params(c));
+  if (diff > 1e-2)
+    throw Error(ErrorKind::internal, fmt::format("bench gemv: {}: GEMV and cuBLASLt disagree "
+                                                 "(relative difference {:.3g})",
+                                                 case_params(c), diff));
+  add(make_row("gemv_braid", c, cfg, braid,
+               fmt::format("x{:.2f} vs cuBLASLt; {}; diff {:.1e}",
+                           lt.median_us / braid.median_us, cuda::describe(chosen), diff)));
+  add(make_row("gemv_cublaslt", c, cfg, lt,
+               cuda::gemm_plan_description(s.a[0], s.w[0], Tensor{}, s.out_lt[0])));
+
+  if (!args.sweep) return;
+  bench::TimingConfig sweep_cfg = cfg;
+  sweep_cfg.reps = 10;
+  sweep_cfg.batch = std::max(3, cfg.batch / 2);
+  for (const cuda::GemvLaunch& l : sweep_launches(chosen)) {
+    const bench::Stats st = bench::time_launches(
+        [&](int i, Stream str) { cuda::gemv(s.a[i], s.w[i], Tensor{}, s.out[i], l, str); },
+        sweep_cfg);
+    add(make_row("gemv_sweep", c, sweep_cfg, st, cuda::describe(l)));
+  }
+  disagreement(s, case_params(c) + " (sweep)");
+#else
+  (void)c, (void)args, (void)info, (void)dev, (void)add;
+#endif
+}
+
+// The copy ceiling of this run, as `bench ceilings` measures it: the faster of cudaMemcpyAsync
+// and the bench's 16-byte copy kernel over 1 GiB (bytes read + written).
+void measure_copy(bool quick, Device dev, const std::function<void(bench::ResultRow)>& add) {
+  const size_t bytes = quick ? size_t{256} << 20 : size_t{1} << 30;
+  OwnedTensor src(DType::f32, {static_cast<int64_t>(bytes / 4)}, dev);
+  OwnedTensor dst(DType::f32, {static_cast<int64_t>(bytes / 4)}, dev);
+  bench::fill_uniform(src, kSeed, -1.0f, 1.0f, {});
+  const int blocks = bench::copy_kernel_blocks();
+  bench::TimingConfig cfg;
+  cfg.mode = bench::TimingMode::back_to_back;
+  cfg.warmup = quick ? 2 : 5;
+  cfg.reps = quick ? 5 : 20;
+  cfg.batch = 5;
+  const struct {
+    const char* name;
+    std::string params;
+    bench::LaunchFn fn;
+  } copies[] = {
+      {"copy_memcpy", "cudaMemcpyAsync D2D",
+       [&](int, Stream s) { copy(src.view(), dst.view(), s); }},
+      {"copy_kernel", "16 B/thread",
+       [&](int, Stream s) { bench::copy_kernel(src.data(), dst.data(), bytes, blocks, s); }},
+  };
+  for (const auto& c : copies) {
+    bench::ResultRow r;
+    r.name = c.name;
+    r.params = bench::format_bytes(double(bytes)) + " " + c.params;
+    r.timing = bench::timing_label(cfg);
+    r.stats = bench::time_launches(c.fn, cfg);
+    r.bytes = 2.0 * double(bytes);
+    r.bound = bench::Bound::memory;
+    r.note = "H100: 3.00 TB/s";
+    add(std::move(r));
+  }
+}
+
+// One line per case: both times, rates, % of the copy ceiling and the speed-up.
+std::string summary(const bench::Report& run) {
+  auto find = [&](const std::string& name, const std::string& params) -> const bench::ResultRow* {
+    for (const auto& r : run.rows)
+      if (r.name == name && r.params == params) return &r;
+    return nullptr;
+  };
+  auto pct = [&](const bench::ResultRow& r) {
+    const auto p = bench::percent_of_ceiling(r, run.ceilings);
+    return p ? fmt::format("{:.0f}%", *p) : std::string("-");
+  };
+  std::string out = fmt::format("{:<32} {:>9} {:>8} {:>6} {:>9} {:>8} {:>6} {:>8}\n", "case",
+                                "braid us", "GB/s", "%copy", "cuBLASLt", "GB/s", "%copy",
+                                "speed-up");
+  for (const Case& c : bench_cases()) {
+    const bench::ResultRow* b = find("gemv_braid", case_params(c));
+    const bench::ResultRow* l = find("gemv_cublaslt", case_params(c));
+    if (!b || !l) continue;
+    out += fmt::format("{:<32} {:>9} {:>8.0f} {:>6} {:>9} {:>8.0f} {:>6} {:>7.2f}x\n",
+                       case_params(c), bench::format_us(b->stats.median_us),
+                       bench::achieved_gbps(*b).value_or(0), pct(*b),
+                       bench::format_us(l->stats.median_us), bench::achieved_gbps(*l).value_or(0),
+                       pct(*l), l->stats.median_us / b->stats.median_us);
+  }
+  return out;
+}
+
+int run_gemv_bench(const GemvArgs& args) {
+  std::string reason;
+  const auto info = bench::query_device(0, &reason);
+  if (!info) {
+    fmt::print(stderr, "braidinfer bench gemv: {}\n", reason);
+    return 2;
+  }
+  const Device dev = Device::cuda(0);
+  bench::Report run;
+  run.suite = args.quick ? "gemv (quick)" : "gemv";
+  run.git_commit = bench::git_commit();
+  run.date_utc = bench::utc_now();
+  run.has_device = true;
+  run.device = *info;
+  auto add = [&](bench::ResultRow r) {
+    fmt::print(stderr, "  measured {} {} [{}]: {} us  {}\n", r.name, r.params, r.timing,
+               bench::format_us(r.stats.median_us), r.note);
+    run.rows.push_back(std::move(r));
+  };
+  fmt::print(stderr, "braidinfer bench gemv{}{}: measuring...\n", args.quick ? " --quick" : "",
+             args.sweep ? " --sweep" : "");
+  measure_copy(args.quick, dev, add);
+  cuda_allocator::empty_cache();
+  for (const Case& c : bench_cases()) {
+    measure_case(c, args, *info, dev, add);
+    cuda_allocator::empty_cache();
+  }
+  for (const auto& r : run.rows)
+    if (r.name.rfind("copy_", 0) == 0)
+      if (auto v = bench::achieved_gbps(r))
+        run.ceilings.copy_gbps = std::max(run.ceilings.copy_gbps, *v);
+
+  fmt::print("{}", bench::describe_device(run.device));
+  fmt::print("git {}, {}\n\n", run.git_commit, run.date_utc);
+  fmt::print("{}\n", bench::format_table(run));
+  fmt::print("{}\n", summary(run));
+  fmt::print("bytes = w + a read + out written (bf16); % = of the copy ceiling, {:.2f} TB/s; "
+             "times are CUDA-graph replays (launch gaps included)\n",
+             run.ceilings.copy_gbps / 1000);
+  if (!args.json_path.empty()) {
+    bench::write_json(run, args.json_path);
+    fmt::print("wrote {}\n", args.json_path);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_gemv_command(CLI::App* bench, int& exit_code) {
+  auto args = std::make_shared<GemvArgs>();
+  CLI::App* cmd = bench->add_subcommand(
+      "gemv", "GEMV (m <= 16) against cuBLASLt on the projections of Qwen2.5-0.5B, "
+              "Llama-3.2-1B and Llama-2-7B");
+  cmd->add_option("--json", args->json_path, "Write the run as JSON to this file");
+  cmd->add_flag("--quick", args->quick, "Fewer repetitions (smoke test)");
+  cmd->add_flag("--sweep", args->sweep, "Also time other launch shapes of the kernel (tuning)");
+  cmd->callback([args, &exit_code] {
+    if (!BRAID_WITH_CUDA) {
+      fmt::print(stderr, "braidinfer bench gemv: this build has no CUDA support\n");
+      exit_code = 2;
+      return;
+    }
+    exit_code = run_gemv_bench(*args);
+  });
+}
+
+}  // namespace braid::cli
