@@ -232,4 +232,58 @@ int64_t attention_decode_workspace_floats(int64_t batch, int64_t q_heads, int64_
 void attention_decode(const Tensor& q, const PagedKV& kv, float softmax_scale, const Tensor& out,
                       const Tensor& lse, const Tensor& workspace, Stream stream = {});
 
+// ---------------------------------------------------------------------------------------------
+// qk_norm_rope_kv_append: a decode step's per-head q/k norm, RoPE and KV-cache append in one op.
+// Exactly: if the norms are given, rms_norm(q, q_norm, eps, q) and rms_norm(k, k_norm, eps, k)
+// (per head); then rope_apply(q, k, positions, rope); then kv_append(k, v, slots, k_pages,
+// v_pages). q and k are left normed and rotated in place. On CUDA one kernel does all of it, with
+// results bit-identical to the three CUDA ops called in sequence.
+//   q                [n, q_heads, head_dim] f32/f16/bf16, last dim dense, rows on a RowGrid
+//   k, v             [n, kv_heads, head_dim] q's dtype, last dim dense (views into QKV output)
+//   q_norm, k_norm   [head_dim] q's dtype, contiguous; both given or both undefined (no norm)
+//   positions        [n] i32 or i64, contiguous (values not checked)
+//   slots            [n] i32, as kv_append (checked on the CPU, trusted on CUDA)
+//   k_pages, v_pages [num_pages, page_size, kv_heads, head_dim], q's dtype, contiguous
+// head_dim even and <= kQkRopeKvMaxHeadDim. Config errors are reported as rope_apply's.
+inline constexpr int64_t kQkRopeKvMaxHeadDim = 1024;
+void qk_norm_rope_kv_append(const Tensor& q, const Tensor& k, const Tensor& v,
+                            const Tensor& q_norm, const Tensor& k_norm, float eps,
+                            const Tensor& positions, const RopeConfig& rope, const Tensor& slots,
+                            const Tensor& k_pages, const Tensor& v_pages, Stream stream = {});
+
+// ---------------------------------------------------------------------------------------------
+// Fused decode ops: a small op joined to the projection next to it, so a decode step launches
+// fewer kernels. Each is exactly the composition of the primitives named (the CPU reference runs
+// them in sequence). On CUDA, 1 <= m <= 16 rows of f16/bf16 with k % 8 == 0 and 16-byte aligned
+// activation rows and weights take one fused GEMV kernel; anything else runs the primitive ops
+// through the caller's scratch tensors (nothing is allocated; graph-capturable either way). The
+// scratch tensors' contents are unspecified after a call. Dtypes and layouts are gemm's.
+//
+// add_inplace: residual = to_dtype(residual + x).
+//   x, residual: same shape, f32/f16/bf16, rows
+void add_inplace(const Tensor& x, const Tensor& residual, Stream stream = {});
+
+// rms_norm_gemm: out = gemm(rms_norm(x, norm_weight, eps), w, bias), rms_norm's rounding.
+//   x           [m, k] rows;  norm_weight [k] x's dtype, contiguous
+//   w, bias     as gemm (bias [n] in out's dtype, or undefined)
+//   out         [m, n] x's dtype or f32, rows
+//   normed      [m, k] x's dtype, rows: scratch for the unfused path
+void rms_norm_gemm(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
+                   const Tensor& bias, const Tensor& out, const Tensor& normed,
+                   Stream stream = {});
+
+// gemm_add: residual = to_dtype(residual + to_dtype(a @ w^T + bias)) (o_proj / down_proj joining
+// the residual stream, with transformers' two roundings).
+//   a [m, k], w [n, k], bias [n] a's dtype or undefined: as gemm
+//   residual [m, n] a's dtype, rows (in-out);  scratch [m, n] a's dtype, rows
+void gemm_add(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& residual,
+              const Tensor& scratch, Stream stream = {});
+
+// swiglu_gemm_add: residual = to_dtype(residual + to_dtype(silu_mul(gate_up) @ w^T)), silu_mul's
+// rounding (one rounding of silu(g) * u).
+//   gate_up [m, 2I] rows (gate = [:, :I], up = [:, I:]);  w [n, I] gate_up's dtype, contiguous
+//   residual [m, n] rows (in-out);  act [m, I] rows, scratch [m, n] rows: all gate_up's dtype
+void swiglu_gemm_add(const Tensor& gate_up, const Tensor& w, const Tensor& residual,
+                     const Tensor& act, const Tensor& scratch, Stream stream = {});
+
 }  // namespace braid::ops

@@ -36,4 +36,19 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
 void kv_append(const Tensor& k, const Tensor& v, const Tensor& slots, const Tensor& k_pages,
                const Tensor& v_pages, Stream stream);
 
+void qk_norm_rope_kv_append(const Tensor& q, const Tensor& k, const Tensor& v,
+                            const Tensor& q_norm, const Tensor& k_norm, float eps,
+                            const Tensor& positions, const ops::RopeTable& table,
+                            const Tensor& slots, const Tensor& k_pages, const Tensor& v_pages,
+                            Stream stream);
+
+// Fused decode ops (cuda_fused_gemm.cpp, add_inplace.cu).
+void add_inplace(const Tensor& x, const Tensor& residual, Stream stream);
+void rms_norm_gemm(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
+                   const Tensor& bias, const Tensor& out, const Tensor& normed, Stream stream);
+void gemm_add(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& residual,
+              const Tensor& scratch, Stream stream);
+void swiglu_gemm_add(const Tensor& gate_up, const Tensor& w, const Tensor& residual,
+                     const Tensor& act, const Tensor& scratch, Stream stream);
+
 }  // namespace braid::cuda
