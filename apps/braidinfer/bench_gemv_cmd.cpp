@@ -214,6 +214,80 @@ void measure_case(const Case& c, const GemvArgs& args, const bench::DeviceInfo& 
 #endif
 }
 
+// The fused decode ops (ops.h, "Fused decode ops") against the primitive ops they replace, on
+// Llama-3.2-1B's shapes at m = 1: input_layernorm + qkv_proj, o_proj + residual add, and
+// silu_mul + down_proj + residual add. Same timing as the GEMV rows (graph replays over rotating
+// sets); bytes = the fused op's (w, the activations, the residual read and written), so both rows
+// of a pair have the same byte count and their GB/s compare directly.
+void measure_fused(bool quick, const bench::DeviceInfo& info, Device dev,
+                   const std::function<void(bench::ResultRow)>& add) {
+  struct FusedCase {
+    const char* op;
+    Projection p;
+    int64_t act_cols;  // columns of the activation input: k, or 2k for swiglu's [gate | up]
+  };
+  const FusedCase cases[] = {
+      {"rms_norm_gemm", {"llama-3.2-1b", "norm+qkv", 3072, 2048}, 2048},
+      {"gemm_add", {"llama-3.2-1b", "o+residual", 2048, 2048}, 2048},
+      {"swiglu_gemm_add", {"llama-3.2-1b", "silu_mul+down+residual", 2048, 8192}, 16384},
+  };
+  for (const FusedCase& f : cases) {
+    const Case c{f.p, 1};
+    const double bytes = 2.0 * (double(c.p.n) * double(c.p.k) + double(f.act_cols) +
+                                2.0 * double(c.p.n));
+    const int sets = bench::rotating_sets(static_cast<size_t>(bytes), info.l2_bytes, 2);
+    const bench::TimingConfig cfg = timing(c, quick, sets);
+    std::vector<OwnedTensor> x, w, nw, res, act, scratch;
+    for (int i = 0; i < sets; ++i) {
+      x.emplace_back(DType::bf16, std::vector<int64_t>{1, f.act_cols}, dev);
+      w.emplace_back(DType::bf16, std::vector<int64_t>{c.p.n, c.p.k}, dev);
+      nw.emplace_back(DType::bf16, std::vector<int64_t>{c.p.k}, dev);
+      res.emplace_back(DType::bf16, std::vector<int64_t>{1, c.p.n}, dev);
+      act.emplace_back(DType::bf16, std::vector<int64_t>{1, c.p.k}, dev);
+      scratch.emplace_back(DType::bf16, std::vector<int64_t>{1, c.p.n}, dev);
+      const float a = 2.0f / std::sqrt(float(c.p.k));
+      bench::fill_uniform(x.back(), kSeed + 3 * i, -1.0f, 1.0f, {});
+      bench::fill_uniform(w.back(), kSeed + 3 * i + 1, -a, a, {});
+      bench::fill_uniform(nw.back(), kSeed + 3 * i + 2, 0.5f, 1.5f, {});
+      bench::fill_uniform(res.back(), kSeed + 3 * i + 2, -1.0f, 1.0f, {});
+    }
+    const std::string op = f.op;
+    bench::LaunchFn fused, unfused;
+    if (op == "rms_norm_gemm") {  // res holds qkv's output here
+      fused = [&](int i, Stream s) {
+        ops::rms_norm_gemm(x[i], nw[i], 1e-5f, w[i], Tensor{}, res[i], act[i], s);
+      };
+      unfused = [&](int i, Stream s) {
+        ops::rms_norm(x[i], nw[i], 1e-5f, act[i], s);
+        ops::gemm(act[i], w[i], Tensor{}, res[i], s);
+      };
+    } else if (op == "gemm_add") {
+      fused = [&](int i, Stream s) { ops::gemm_add(x[i], w[i], Tensor{}, res[i], scratch[i], s); };
+      unfused = [&](int i, Stream s) {
+        ops::gemm(x[i], w[i], Tensor{}, scratch[i], s);
+        ops::add_inplace(scratch[i], res[i], s);
+      };
+    } else {
+      fused = [&](int i, Stream s) { ops::swiglu_gemm_add(x[i], w[i], res[i], act[i], scratch[i], s); };
+      unfused = [&](int i, Stream s) {
+        ops::silu_mul(x[i], act[i], s);
+        ops::gemm(act[i], w[i], Tensor{}, scratch[i], s);
+        ops::add_inplace(scratch[i], res[i], s);
+      };
+    }
+    fused(0, {});  // the checks, outside the graph
+    unfused(0, {});
+    const bench::Stats fs = bench::time_launches(fused, cfg);
+    const bench::Stats us = bench::time_launches(unfused, cfg);
+    bench::ResultRow fr = make_row("fused_braid", c, cfg, fs,
+                                   fmt::format("{}: x{:.2f} vs unfused", op, us.median_us / fs.median_us));
+    bench::ResultRow ur = make_row("unfused_braid", c, cfg, us, op + ": primitive ops in sequence");
+    fr.bytes = ur.bytes = bytes;
+    add(std::move(fr));
+    add(std::move(ur));
+  }
+}
+
 // The copy ceiling of this run, as `bench ceilings` measures it: the faster of cudaMemcpyAsync
 // and the bench's 16-byte copy kernel over 1 GiB (bytes read + written).
 void measure_copy(bool quick, Device dev, const std::function<void(bench::ResultRow)>& add) {
@@ -304,6 +378,8 @@ int run_gemv_bench(const GemvArgs& args) {
     measure_case(c, args, *info, dev, add);
     cuda_allocator::empty_cache();
   }
+  measure_fused(args.quick, *info, dev, add);
+  cuda_allocator::empty_cache();
   for (const auto& r : run.rows)
     if (r.name.rfind("copy_", 0) == 0)
       if (auto v = bench::achieved_gbps(r))

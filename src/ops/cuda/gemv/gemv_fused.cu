@@ -1,0 +1,305 @@
+// GEMV with a fused prologue (rms_norm or swiglu on the activations) and epilogue (add into the
+// residual): see gemv_fused.h for the ops and gemv.cu for the product's design, which this kernel
+// follows with its default launch (one 16-row tile of w per block, k split over the 8 warps, the
+// partial sums added in shared memory). Only the activation loads and the stores differ:
+//   - the activations of a step are transformed in registers between their load and the mma:
+//     rms_norm rounds x * inv_rms to the dtype and then weight * that (Hugging Face's two
+//     roundings); swiglu rounds silu(gate) * up once (silu_mul's rounding). The transform of a
+//     zero (a row past m, a predicated-off load) is zero, so padding stays padding;
+//   - rms_norm needs each row's 1 / rms before the first step: every block reads the m rows once
+//     (m * k elements from L2, against the 16 * k of w the block streams) and keeps 16 floats in
+//     shared memory, so there is no second kernel and no grid-wide dependency;
+//   - the add epilogue rounds the product (+ bias) to the dtype, adds the residual element, and
+//     rounds again: the one thread that owns an output element reads and writes it.
+
+#include <climits>
+#include <type_traits>
+
+#include "core/cuda_check.h"
+#include "ops/cuda/common.cuh"
+#include "ops/cuda/gemv/gemv_fused.h"
+
+namespace braid::cuda {
+
+namespace {
+
+constexpr int kTileRows = 16;  // rows of w per block
+constexpr int kStepCols = 32;  // columns per step: 4 lanes x 8
+constexpr int kWarps = 8;      // per block, each a slice of k
+constexpr int kMaxRows = 16;   // activation rows
+
+enum class Prologue { none, rms_norm, swiglu };
+
+struct FusedArgs {
+  const void* a;            // activations; swiglu: [gate | up], up at column k
+  const void* w;            // [n, k]
+  const void* bias;         // null for none; out's dtype
+  const void* norm_weight;  // rms_norm: [k]
+  void* out;                // [m, n]; the residual when add_to_out
+  int64_t lda, ldo;         // row strides in elements (0 when m = 1)
+  int m, n, k;
+  int steps_per_slice;      // 32-column steps per warp
+  float eps;
+  bool out_f32, add_to_out;
+};
+
+// 16 bytes of weights, read once: kept out of L1, with a 256-byte L2 prefetch (as gemv.cu).
+__device__ __forceinline__ uint4 load_weights(const uint4* p, bool pred) {
+  uint4 v;
+  asm("{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n"
+      " mov.b32 %0, 0; mov.b32 %1, 0; mov.b32 %2, 0; mov.b32 %3, 0;\n"
+      " @p ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];\n}"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p), "r"(static_cast<int>(pred)));
+  return v;
+}
+
+// 16 bytes of activations (every warp of the SM reads them: through L1); zeros when !pred.
+__device__ __forceinline__ uint4 load_activations(const uint4* p, bool pred) {
+  return pred ? __ldg(p) : make_uint4(0, 0, 0, 0);
+}
+
+template <typename T>
+__device__ __forceinline__ void mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                    uint32_t a3, uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  } else {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+}
+
+// Eight elements of T in a uint4, as values.
+template <typename T>
+union Pack8 {
+  uint4 u;
+  T v[8];
+};
+
+// rms_norm's rounding: n = to_dtype(x * inv_rms), out = to_dtype(weight * n).
+template <typename T>
+__device__ __forceinline__ uint4 rms_transform(uint4 x, uint4 weight, float inv_rms) {
+  Pack8<T> xv, wv, r;
+  xv.u = x;
+  wv.u = weight;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const T n = from_float<T>(to_float(xv.v[i]) * inv_rms);
+    r.v[i] = from_float<T>(to_float(wv.v[i]) * to_float(n));
+  }
+  return r.u;
+}
+
+// silu_mul's rounding: to_dtype(silu(g) * u), in fp32. Every block recomputes the whole row's
+// silu, and a warp pays for all 32 lanes whatever m is, so this must be a handful of instructions:
+// expf and an IEEE division (silu_mul's kernel) made the fused op 3.6x slower than the unfused
+// pair on the H100 (docs/perf/gemv_fused.md). __expf and __fdividef differ from them by a few
+// fp32 ulps, far below the one rounding to f16/bf16 that follows; for g < -88, 1 + e^-g is inf
+// and __fdividef gives -0, the limit of silu.
+template <typename T>
+__device__ __forceinline__ uint4 swiglu_transform(uint4 gate, uint4 up) {
+  Pack8<T> gv, uv, r;
+  gv.u = gate;
+  uv.u = up;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const float g = to_float(gv.v[i]);
+    r.v[i] = from_float<T>(__fdividef(g, 1.0f + __expf(-g)) * to_float(uv.v[i]));
+  }
+  return r.u;
+}
+
+template <typename T>
+__device__ __forceinline__ void store_out(const FusedArgs& p, int row, int col, float v) {
+  if (p.out_f32) {
+    if (p.bias) v += static_cast<const float*>(p.bias)[col];
+    static_cast<float*>(p.out)[row * p.ldo + col] = v;
+    return;
+  }
+  if (p.bias) v += to_float(static_cast<const T*>(p.bias)[col]);
+  T* o = static_cast<T*>(p.out) + row * p.ldo + col;
+  if (p.add_to_out)
+    *o = from_float<T>(to_float(*o) + to_float(from_float<T>(v)));
+  else
+    *o = from_float<T>(v);
+}
+
+// kWide: m > 8, so activation rows g + 8 exist. swiglu's two activation loads per row halve the
+// steps in flight when both rows are live, to stay inside the 128 registers of 2 blocks per SM.
+template <typename T, Prologue P, bool kWide>
+__global__ void __launch_bounds__(kWarps * 32, 2) gemv_fused_kernel(FusedArgs p) {
+  constexpr int kUnroll = (P == Prologue::swiglu && kWide) ? 2 : 4;
+  __shared__ float partial[kWarps][kTileRows * 16];
+  __shared__ float inv_rms[kMaxRows];
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int tile = static_cast<int>(blockIdx.x);
+  const int chunks = p.k / 8;  // 16-byte chunks per row
+  const T* a = static_cast<const T*>(p.a);
+
+  if constexpr (P == Prologue::rms_norm) {
+    // Warp r takes rows r and r + 8: fp32 sum of squares, as rms_norm's kernel.
+    for (int row = warp; row < p.m; row += kWarps) {
+      const uint4* xr = reinterpret_cast<const uint4*>(a + row * p.lda);
+      float ss = 0.0f;
+      for (int c = lane; c < chunks; c += 32) {
+        Pack8<T> xv;
+        xv.u = __ldg(xr + c);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) ss += to_float(xv.v[i]) * to_float(xv.v[i]);
+      }
+      ss = warp_sum(ss);
+      if (lane == 0) inv_rms[row] = rsqrtf(ss / static_cast<float>(p.k) + p.eps);
+    }
+    __syncthreads();
+  }
+
+  const int steps = (p.k + kStepCols - 1) / kStepCols;
+  const int step_begin = warp * p.steps_per_slice;
+  const int step_end = min(steps, step_begin + p.steps_per_slice);
+
+  // Rows past n read row n - 1 (a valid address) and are never stored.
+  const int row0 = min(tile * kTileRows + g, p.n - 1), row1 = min(tile * kTileRows + 8 + g, p.n - 1);
+  const uint4* w0 = reinterpret_cast<const uint4*>(static_cast<const T*>(p.w) + int64_t{row0} * p.k);
+  const uint4* w1 = reinterpret_cast<const uint4*>(static_cast<const T*>(p.w) + int64_t{row1} * p.k);
+  const bool has_lo = g < p.m, has_hi = kWide && g + 8 < p.m;
+  const uint4* x_lo = reinterpret_cast<const uint4*>(a + (has_lo ? g * p.lda : 0));
+  const uint4* x_hi = reinterpret_cast<const uint4*>(a + (has_hi ? (g + 8) * p.lda : 0));
+  const uint4* norm_w = reinterpret_cast<const uint4*>(p.norm_weight);
+  float scale_lo = 0.0f, scale_hi = 0.0f;
+  if constexpr (P == Prologue::rms_norm) {
+    scale_lo = has_lo ? inv_rms[g] : 0.0f;
+    scale_hi = has_hi ? inv_rms[g + 8] : 0.0f;
+  }
+
+  float acc[2][4] = {};
+  for (int s0 = step_begin; s0 < step_end; s0 += kUnroll) {
+    uint4 wv[kUnroll][2], xl[kUnroll], xh[kUnroll], el[kUnroll], eh[kUnroll], nw[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int c = (s0 + u) * 4 + t;
+      const bool ok = s0 + u < step_end && c < chunks;
+      wv[u][0] = load_weights(w0 + c, ok);
+      wv[u][1] = load_weights(w1 + c, ok);
+      xl[u] = load_activations(x_lo + c, ok && has_lo);
+      xh[u] = kWide ? load_activations(x_hi + c, ok && has_hi) : make_uint4(0, 0, 0, 0);
+      if constexpr (P == Prologue::rms_norm) nw[u] = load_activations(norm_w + c, ok);
+      if constexpr (P == Prologue::swiglu) {  // up sits k columns (chunks chunks) after gate
+        el[u] = load_activations(x_lo + chunks + c, ok && has_lo);
+        eh[u] = kWide ? load_activations(x_hi + chunks + c, ok && has_hi) : make_uint4(0, 0, 0, 0);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if constexpr (P == Prologue::rms_norm) {
+        xl[u] = rms_transform<T>(xl[u], nw[u], scale_lo);
+        if constexpr (kWide) xh[u] = rms_transform<T>(xh[u], nw[u], scale_hi);
+      }
+      if constexpr (P == Prologue::swiglu) {
+        xl[u] = swiglu_transform<T>(xl[u], el[u]);
+        if constexpr (kWide) xh[u] = swiglu_transform<T>(xh[u], eh[u]);
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        mma<T>(acc[r], xl[u].x, xh[u].x, xl[u].y, xh[u].y, wv[u][r].x, wv[u][r].y);
+        mma<T>(acc[r], xl[u].z, xh[u].z, xl[u].w, xh[u].w, wv[u][r].z, wv[u][r].w);
+      }
+    }
+  }
+
+  // Partial sums, element [col in tile][activation row]; rows >= m are never read.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int col = r * 8 + 2 * t + j;
+      if (has_lo) partial[warp][col * 16 + g] = acc[r][j];
+      if (has_hi) partial[warp][col * 16 + g + 8] = acc[r][2 + j];
+    }
+  }
+  __syncthreads();
+
+  // One thread per (column, row) of the tile: 256 threads, 256 elements.
+  const int i = threadIdx.x, row = i % 16, out_col = tile * kTileRows + i / 16;
+  if (row >= p.m || out_col >= p.n) return;
+  float sum = 0.0f;
+#pragma unroll
+  for (int s = 0; s < kWarps; ++s) sum += partial[s][i];
+  store_out<T>(p, row, out_col, sum);
+}
+
+FusedArgs make_args(const Tensor& a, int64_t k, const Tensor& w, const Tensor& bias,
+                    const Tensor& out) {
+  FusedArgs p{};
+  p.a = a.data;
+  p.w = w.data;
+  p.bias = bias.data;
+  p.out = out.data;
+  p.m = static_cast<int>(a.size(0));
+  p.k = static_cast<int>(k);
+  p.n = static_cast<int>(w.size(0));
+  p.lda = p.m > 1 ? a.row_stride() : 0;
+  p.ldo = p.m > 1 ? out.row_stride() : 0;
+  const int steps = (p.k + kStepCols - 1) / kStepCols;
+  p.steps_per_slice = (steps + kWarps - 1) / kWarps;
+  p.out_f32 = out.dtype == DType::f32;
+  return p;
+}
+
+template <Prologue P>
+void launch(const FusedArgs& p, DType dtype, Stream stream) {
+  const auto blocks = static_cast<unsigned>((p.n + kTileRows - 1) / kTileRows);
+  auto s = static_cast<cudaStream_t>(stream.handle);
+  dispatch_float_type(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, float>) {  // f32 is refused by gemv_fused_applicable
+      if (p.m > 8)
+        gemv_fused_kernel<T, P, true><<<blocks, kWarps * 32, 0, s>>>(p);
+      else
+        gemv_fused_kernel<T, P, false><<<blocks, kWarps * 32, 0, s>>>(p);
+    }
+  });
+  BRAID_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+bool gemv_fused_applicable(const Tensor& a, int64_t k, const Tensor& w) {
+  if (!a.device.is_cuda() || (a.dtype != DType::f16 && a.dtype != DType::bf16)) return false;
+  const int64_t m = a.size(0), n = w.size(0);
+  if (m < 1 || m > kMaxRows || k % 8 != 0) return false;
+  if (n > INT_MAX / 2 || a.size(1) > INT_MAX / 2) return false;  // int column indices
+  if (!aligned16(a.data) || !aligned16(w.data)) return false;
+  return m == 1 || (a.row_stride() * static_cast<int64_t>(dtype_size(a.dtype))) % 16 == 0;
+}
+
+void gemv_rms_norm(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
+                   const Tensor& bias, const Tensor& out, Stream stream) {
+  FusedArgs p = make_args(x, x.size(1), w, bias, out);
+  p.norm_weight = norm_weight.data;
+  p.eps = eps;
+  launch<Prologue::rms_norm>(p, x.dtype, stream);
+}
+
+void gemv_add(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& residual,
+              Stream stream) {
+  FusedArgs p = make_args(a, a.size(1), w, bias, residual);
+  p.add_to_out = true;
+  launch<Prologue::none>(p, a.dtype, stream);
+}
+
+void gemv_swiglu_add(const Tensor& gate_up, const Tensor& w, const Tensor& residual,
+                     Stream stream) {
+  FusedArgs p = make_args(gate_up, gate_up.size(1) / 2, w, Tensor{}, residual);
+  p.add_to_out = true;
+  launch<Prologue::swiglu>(p, gate_up.dtype, stream);
+}
+
+}  // namespace braid::cuda
