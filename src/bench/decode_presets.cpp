@@ -75,29 +75,26 @@ model::ModelConfig decode_preset(const std::string& name) {
 
 std::map<std::string, double> decode_component_bytes(const model::ModelConfig& c, int batch,
                                                     int context, size_t dtype_bytes) {
+  // Names and grouping as forward() marks its components (norms inside the projection after them).
   const double H = c.hidden_size, e = static_cast<double>(dtype_bytes);
   const double qkv = c.q_dim() + 2.0 * c.kv_dim();
   std::map<std::string, double> b;
   for (int l = 0; l < c.num_layers; ++l) {
-    b["attn_norm"] += H * e;
-    b["mlp_norm"] += H * e;
-    b["qkv_proj"] += (qkv * H + (c.qkv_bias ? qkv : 0)) * e;
-    if (c.qk_norm) b["qk_norm"] += 2.0 * c.head_dim * e;
-    b["kv_append"] += 2.0 * batch * c.kv_dim() * e;  // written
+    b["qkv_proj"] += (H + qkv * H + (c.qkv_bias ? qkv : 0)) * e;
+    b["qk_rope_kv"] += (2.0 * batch * c.kv_dim() + (c.qk_norm ? 2.0 * c.head_dim : 0)) * e;
     b["attention"] += 2.0 * batch * double(context) * c.kv_dim() * e;
     b["o_proj"] += H * c.q_dim() * e;
     if (!c.layer_is_moe(l)) {
-      b["gate_up_proj"] += 2.0 * H * c.intermediate_size * e;
+      b["gate_up_proj"] += (H + 2.0 * H * c.intermediate_size) * e;
       b["down_proj"] += H * c.intermediate_size * e;
     } else {
       const double reachable = std::min<double>(c.num_experts, double(batch) * c.experts_per_token);
-      b["moe_router"] += c.num_experts * H * e;
+      b["moe_router"] += (H + c.num_experts * H) * e;
       b["moe_experts"] += reachable * 3.0 * H * c.moe_intermediate_size * e;
     }
   }
   b["embedding"] = batch * H * e;
-  b["final_norm"] = H * e;
-  b["lm_head"] = double(c.vocab_size) * H * e + double(batch) * c.vocab_size * 4.0;
+  b["lm_head"] = (H + double(c.vocab_size) * H) * e + double(batch) * c.vocab_size * 4.0;
   return b;
 }
 

@@ -1,6 +1,8 @@
 // Decoder forward pass. Per layer:
-//   RMSNorm -> QKV (+bias) -> q/k norm -> RoPE -> KV append -> paged attention -> o_proj
-//   -> residual add + RMSNorm -> SwiGLU MLP or MoE -> residual add (fused into the next norm).
+//   RMSNorm + QKV (+bias) -> q/k norm + RoPE + KV append -> paged attention -> o_proj + residual
+//   add -> RMSNorm + gate|up -> SwiGLU + down + residual add (or MoE: router, experts, add).
+// In a decode step (<= 16 tokens) each '+' group is one kernel; for longer inputs the fused ops
+// run their parts one after another through the workspace.
 #include "model/forward.h"
 
 #include <cmath>
@@ -84,66 +86,51 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
   mark("embedding", -1);
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
-    // The previous layer's MLP output joins the residual stream inside the fused norm.
-    if (l == 0)
-      ops::rms_norm(residual, lw.attn_norm, eps, normed, s);
-    else
-      ops::add_rms_norm(proj, residual, lw.attn_norm, eps, normed, s);
-    mark("attn_norm", l);
-
-    ops::gemm(normed, lw.qkv, lw.qkv_bias, qkv, s);
+    // The residual stream is only ever added to; each block's RMSNorm runs inside the projection
+    // that consumes it (one kernel in the decode step; norm + gemm for longer inputs).
+    ops::rms_norm_gemm(residual, lw.attn_norm, eps, lw.qkv, lw.qkv_bias, qkv, normed, s);
     mark("qkv_proj", l);
     const Tensor q = heads_view(qkv, n, 0, qh, hd);
     const Tensor k = heads_view(qkv, n, qh * hd, kvh, hd);
     const Tensor v = heads_view(qkv, n, (qh + kvh) * hd, kvh, hd);
-    if (c.qk_norm) {
-      ops::rms_norm(q, lw.q_norm, eps, q, s);
-      ops::rms_norm(k, lw.k_norm, eps, k, s);
-      mark("qk_norm", l);
-    }
-    ops::rope_apply(q, k, in.positions, c.rope, s);
-    mark("rope", l);
-    ops::kv_append(k, v, in.slots, cache.k[static_cast<size_t>(l)].view(),
-                   cache.v[static_cast<size_t>(l)].view(), s);
-    mark("kv_append", l);
-    const ops::PagedKV kv{cache.k[static_cast<size_t>(l)].view(),
-                          cache.v[static_cast<size_t>(l)].view(), cache.page_table.view(),
-                          in.kv_lens};
+    const Tensor k_pages = cache.k[static_cast<size_t>(l)].view();
+    const Tensor v_pages = cache.v[static_cast<size_t>(l)].view();
+    ops::qk_norm_rope_kv_append(q, k, v, lw.q_norm, lw.k_norm, eps, in.positions, c.rope,
+                                in.slots, k_pages, v_pages, s);
+    mark("qk_rope_kv", l);
+    const ops::PagedKV kv{k_pages, v_pages, cache.page_table.view(), in.kv_lens};
     if (in.decode && ws.decode_attention.view().ndim != 0)
       ops::attention_decode(q, kv, scale, attn_heads, Tensor{}, ws.decode_attention.view(), s);
     else
       ops::attention(q, in.cu_seqlens_q, kv, /*causal=*/true, scale, attn_heads, Tensor{}, s);
     mark("attention", l);
-    ops::gemm(attn, lw.o_proj, lw.o_bias, proj, s);
+    ops::gemm_add(attn, lw.o_proj, lw.o_bias, residual, proj, s);
     mark("o_proj", l);
-    ops::add_rms_norm(proj, residual, lw.mlp_norm, eps, normed, s);
-    mark("mlp_norm", l);
 
     if (!c.layer_is_moe(l)) {
       const Tensor mlp = rows(ws.mlp, n), act = rows(ws.act, n);
-      ops::gemm(normed, lw.gate_up, Tensor{}, mlp, s);
+      ops::rms_norm_gemm(residual, lw.mlp_norm, eps, lw.gate_up, Tensor{}, mlp, normed, s);
       mark("gate_up_proj", l);
-      ops::silu_mul(mlp, act, s);
-      mark("silu_mul", l);
-      ops::gemm(act, lw.down, Tensor{}, proj, s);
+      ops::swiglu_gemm_add(mlp, lw.down, residual, act, proj, s);
       mark("down_proj", l);
     } else {
       const Tensor router_logits = rows(ws.router_logits, n);
       const Tensor topk_w = rows(ws.topk_weights, n), topk_ids = rows(ws.topk_ids, n);
       const Tensor hidden = ws.moe_hidden.view().slice(0, 0, int64_t{n} * c.experts_per_token);
+      ops::rms_norm(residual, lw.mlp_norm, eps, normed, s);
       ops::gemm(normed, lw.router, Tensor{}, router_logits, s);
       ops::moe_route_topk_softmax(router_logits, c.experts_per_token, c.norm_topk_prob, topk_w,
                                   topk_ids, s);
       mark("moe_router", l);
       ops::moe_experts(normed, topk_w, topk_ids, lw.experts_gate_up, lw.experts_down, hidden,
                        proj, s);
+      ops::add_inplace(proj, residual, s);
       mark("moe_experts", l);
     }
   }
-  ops::add_rms_norm(proj, residual, w.final_norm, eps, normed, s);
-  mark("final_norm", -1);
-  const Tensor head_in = all_logits ? normed : normed.slice(0, n - 1, n);
-  ops::gemm(head_in, w.lm_head, Tensor{}, logits, s);
+  const Tensor head_in = all_logits ? residual : residual.slice(0, n - 1, n);
+  const Tensor head_normed = all_logits ? normed : normed.slice(0, n - 1, n);
+  ops::rms_norm_gemm(head_in, w.final_norm, eps, w.lm_head, Tensor{}, logits, head_normed, s);
   mark("lm_head", -1);
 }
 
