@@ -254,8 +254,9 @@ void qk_norm_rope_kv_append(const Tensor& q, const Tensor& k, const Tensor& v,
 // ---------------------------------------------------------------------------------------------
 // Fused decode ops: a small op joined to the projection next to it, so a decode step launches
 // fewer kernels. Each is exactly the composition of the primitives named (the CPU reference runs
-// them in sequence). On CUDA, 1 <= m <= 16 rows of f16/bf16 with k % 8 == 0 and 16-byte aligned
-// activation rows and weights take one fused GEMV kernel; anything else runs the primitive ops
+// them in sequence). On CUDA, 1 <= m <= 4 rows of f16/bf16 with k % 8 == 0 and 16-byte aligned
+// activation rows and weights take one fused GEMV kernel (beyond 4 rows the fused prologue costs
+// more than the launch it saves); anything else runs the primitive ops
 // through the caller's scratch tensors (nothing is allocated; graph-capturable either way). The
 // scratch tensors' contents are unspecified after a call. Dtypes and layouts are gemm's.
 //

@@ -10,11 +10,21 @@ namespace {
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
+// Every block of the fused kernel redoes its prologue (the rows' RMSNorm, or SwiGLU) for all m
+// rows, which outgrows the kernel launch it saves as m grows. Measured on the H100 decode step
+// (docs/perf/decode.md): fused won at batch 4 (1B 1.303 -> 1.258 ms, 7B 5.615 -> 5.518 ms) and lost
+// at batch 16 (1B 1.393 -> 1.654 ms, 7B 6.531 -> 7.644 ms), so more rows take the two-kernel path.
+constexpr int64_t kFuseMaxRows = 4;
+
+bool fuse(const Tensor& a, int64_t k, const Tensor& w) {
+  return a.size(0) <= kFuseMaxRows && gemv_fused_applicable(a, k, w);
+}
+
 }  // namespace
 
 void rms_norm_gemm(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
                    const Tensor& bias, const Tensor& out, const Tensor& normed, Stream stream) {
-  if (gemv_fused_applicable(x, x.size(1), w) && aligned16(norm_weight.data))
+  if (fuse(x, x.size(1), w) && aligned16(norm_weight.data))
     return gemv_rms_norm(x, norm_weight, eps, w, bias, out, stream);
   rms_norm(x, norm_weight, eps, normed, stream);
   gemm(normed, w, bias, out, stream);
@@ -22,14 +32,14 @@ void rms_norm_gemm(const Tensor& x, const Tensor& norm_weight, float eps, const 
 
 void gemm_add(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& residual,
               const Tensor& scratch, Stream stream) {
-  if (gemv_fused_applicable(a, a.size(1), w)) return gemv_add(a, w, bias, residual, stream);
+  if (fuse(a, a.size(1), w)) return gemv_add(a, w, bias, residual, stream);
   gemm(a, w, bias, scratch, stream);
   add_inplace(scratch, residual, stream);
 }
 
 void swiglu_gemm_add(const Tensor& gate_up, const Tensor& w, const Tensor& residual,
                      const Tensor& act, const Tensor& scratch, Stream stream) {
-  if (gemv_fused_applicable(gate_up, gate_up.size(1) / 2, w))
+  if (fuse(gate_up, gate_up.size(1) / 2, w))
     return gemv_swiglu_add(gate_up, w, residual, stream);
   silu_mul(gate_up, act, stream);
   gemm(act, w, Tensor{}, scratch, stream);
