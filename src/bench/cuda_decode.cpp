@@ -15,6 +15,7 @@
 #include "braid/error.h"
 #include "braid/ops.h"
 #include "core/cuda_check.h"
+#include "core/cuda_graph.h"
 #include "engine/kv_cache.h"
 #include "model/forward.h"
 #include "model/safetensors.h"
@@ -51,16 +52,7 @@ int count_kernels(const LaunchFn& step) {
     throw;
   }
   BRAID_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
-  size_t nodes = 0;
-  BRAID_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &nodes));
-  std::vector<cudaGraphNode_t> list(nodes);
-  BRAID_CUDA_CHECK(cudaGraphGetNodes(graph, list.data(), &nodes));
-  int kernels = 0;
-  for (cudaGraphNode_t n : list) {
-    cudaGraphNodeType type;
-    BRAID_CUDA_CHECK(cudaGraphNodeGetType(n, &type));
-    if (type == cudaGraphNodeTypeKernel) ++kernels;
-  }
+  const int kernels = detail::count_kernel_nodes(graph);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(s);
   return kernels;

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "core/cuda_check.h"
+#include "core/cuda_graph.h"
 #include "engine/decode_graph.h"
 
 namespace braid::engine {
@@ -43,15 +44,7 @@ void DecodeGraph::capture() {
     throw;
   }
   BRAID_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
-  size_t nodes = 0;
-  BRAID_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &nodes));
-  std::vector<cudaGraphNode_t> list(nodes);
-  BRAID_CUDA_CHECK(cudaGraphGetNodes(graph, list.data(), &nodes));
-  for (cudaGraphNode_t n : list) {
-    cudaGraphNodeType type;
-    BRAID_CUDA_CHECK(cudaGraphNodeGetType(n, &type));
-    kernel_count_ += type == cudaGraphNodeTypeKernel;
-  }
+  kernel_count_ = detail::count_kernel_nodes(graph);
   cudaGraphExec_t exec;
   const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);

@@ -90,6 +90,12 @@ void rows(const char* op, const char* arg, const Tensor& t) {
          "shape " + shape_string(t) + " with incompatible strides");
 }
 
+void dense_last_dim(const char* op, const char* arg, const Tensor& t) {
+  if (t.ndim > 0 && t.strides[t.ndim - 1] != 1 && t.shape[t.ndim - 1] > 1)
+    fail(ErrorKind::shape, op, arg, "a dense last dimension (stride 1)",
+         "stride " + std::to_string(t.strides[t.ndim - 1]));
+}
+
 RowGrid row_grid(const char* op, const char* arg, const Tensor& t) {
   RowGrid g;
   if (!t.row_grid(&g))

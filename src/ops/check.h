@@ -28,6 +28,7 @@ void dim_eq(const char* op, const char* arg, const Tensor& t, int dim, int64_t e
 void same_shape(const char* op, const char* arg, const Tensor& t, const Tensor& like);
 void contiguous(const char* op, const char* arg, const Tensor& t);
 void rows(const char* op, const char* arg, const Tensor& t);  // Tensor::rows_foldable
+void dense_last_dim(const char* op, const char* arg, const Tensor& t);  // stride 1 (or size 1)
 RowGrid row_grid(const char* op, const char* arg, const Tensor& t);  // Tensor::row_grid
 // All defined tensors on one device; returns it. If the device is CUDA, the build must have CUDA.
 Device same_device(const char* op, std::initializer_list<Named> tensors);

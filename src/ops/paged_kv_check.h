@@ -1,0 +1,23 @@
+// Argument checks shared by the ops that read a paged KV cache (attention, attention_decode).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "braid/ops.h"
+
+namespace braid::ops::detail {
+
+// q [tokens, q_heads, head_dim] with a dense last dimension, and the cache: k/v pages of q's dtype
+// and head_dim, kv_heads dividing q_heads, an i32 page table [batch, max_pages] and kv_lens
+// [batch]. With one_query_per_sequence, the batch must be q's dimension 0. Returns the batch
+// (the page table's rows).
+int64_t check_paged_kv_shapes(const char* op, const Tensor& q, const PagedKV& kv,
+                              bool one_query_per_sequence = false);
+
+// On the CPU only (a CUDA kernel could not look without a host synchronisation): every kv_lens[b]
+// between min_kv_len[b] (its query count) and the page table's capacity, and every page id a
+// sequence uses within the pool. Entries past a sequence's used pages may be padding.
+void check_paged_kv_values(const char* op, const PagedKV& kv, const std::vector<int64_t>& min_kv_len);
+
+}  // namespace braid::ops::detail
