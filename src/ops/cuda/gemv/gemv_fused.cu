@@ -17,11 +17,15 @@
 
 #include "core/cuda_check.h"
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/gemv/gemv_device.cuh"
 #include "ops/cuda/gemv/gemv_fused.h"
 
 namespace braid::cuda {
 
 namespace {
+
+using gemv_device::load_weights;
+using gemv_device::mma;
 
 constexpr int kTileRows = 16;  // rows of w per block
 constexpr int kStepCols = 32;  // columns per step: 4 lanes x 8
@@ -43,36 +47,9 @@ struct FusedArgs {
   bool out_f32, add_to_out;
 };
 
-// 16 bytes of weights, read once: kept out of L1, with a 256-byte L2 prefetch (as gemv.cu).
-__device__ __forceinline__ uint4 load_weights(const uint4* p, bool pred) {
-  uint4 v;
-  asm("{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n"
-      " mov.b32 %0, 0; mov.b32 %1, 0; mov.b32 %2, 0; mov.b32 %3, 0;\n"
-      " @p ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];\n}"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p), "r"(static_cast<int>(pred)));
-  return v;
-}
-
 // 16 bytes of activations (every warp of the SM reads them: through L1); zeros when !pred.
 __device__ __forceinline__ uint4 load_activations(const uint4* p, bool pred) {
   return pred ? __ldg(p) : make_uint4(0, 0, 0, 0);
-}
-
-template <typename T>
-__device__ __forceinline__ void mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                    uint32_t a3, uint32_t b0, uint32_t b1) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  } else {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  }
 }
 
 // Eight elements of T in a uint4, as values.
