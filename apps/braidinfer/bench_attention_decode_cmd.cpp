@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/ceilings.h"
 #include "bench/device.h"
 #include "bench/kernels.h"
 #include "bench/report.h"
@@ -175,28 +176,6 @@ void measure_shape(const DecodeShape& s, const DecodeArgs& args, const bench::De
   }
 }
 
-// The copy ceiling of this run: the bench's 16-byte copy kernel over 1 GiB (read + write).
-void measure_copy(bool quick, Device dev, const std::function<void(bench::ResultRow)>& add) {
-  const size_t bytes = quick ? size_t{256} << 20 : size_t{1} << 30;
-  OwnedTensor src(DType::f32, {static_cast<int64_t>(bytes / 4)}, dev);
-  OwnedTensor dst(DType::f32, {static_cast<int64_t>(bytes / 4)}, dev);
-  bench::fill_uniform(src, kSeed, -1.0f, 1.0f, {});
-  const int blocks = bench::copy_kernel_blocks();
-  bench::TimingConfig cfg = timing(bench::TimingMode::back_to_back, quick);
-  cfg.batch = 5;
-  const bench::Stats st = bench::time_launches(
-      [&](int, Stream s) { bench::copy_kernel(src.data(), dst.data(), bytes, blocks, s); }, cfg);
-  bench::ResultRow r;
-  r.name = "copy_kernel";
-  r.params = fmt::format("{} 16 B/thread", bench::format_bytes(double(bytes)));
-  r.timing = bench::timing_label(cfg);
-  r.stats = st;
-  r.bytes = 2.0 * double(bytes);
-  r.bound = bench::Bound::memory;
-  r.note = "H100: 3.00 TB/s";
-  add(std::move(r));
-}
-
 int run_attention_decode(const DecodeArgs& args) {
   std::string reason;
   const auto info = bench::query_device(0, &reason);
@@ -217,20 +196,18 @@ int run_attention_decode(const DecodeArgs& args) {
     run.rows.push_back(std::move(r));
   };
   fmt::print(stderr, "braidinfer bench attention-decode{}: measuring...\n", args.quick ? " --quick" : "");
-  measure_copy(args.quick, dev, add);
+  bench::measure_copy_ceiling(args.quick, 0, add);
   cuda_allocator::empty_cache();
   for (const DecodeShape& s : kShapes) {
     measure_shape(s, args, *info, dev, add);
     cuda_allocator::empty_cache();
   }
-  for (const auto& r : run.rows)
-    if (r.name.rfind("copy_", 0) == 0)
-      if (auto v = bench::achieved_gbps(r)) run.ceilings.copy_gbps = std::max(run.ceilings.copy_gbps, *v);
+  run.ceilings = bench::ceilings_from_rows(run.rows);
 
   fmt::print("{}", bench::describe_device(run.device));
   fmt::print("git {}, {}\n\n", run.git_commit, run.date_utc);
   fmt::print("{}\n", bench::format_table(run));
-  fmt::print("bytes = K + V of every sequence + q + out; % ceil = of the copy kernel's {:.2f} TB/s\n",
+  fmt::print("bytes = K + V of every sequence + q + out; % ceil = of this run's copy ceiling, {:.2f} TB/s\n",
              run.ceilings.copy_gbps / 1000);
   if (!args.json_path.empty()) {
     bench::write_json(run, args.json_path);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/ceilings.h"
 #include "bench/device.h"
 #include "bench/kernels.h"
 #include "bench/report.h"
@@ -288,42 +289,6 @@ void measure_fused(bool quick, const bench::DeviceInfo& info, Device dev,
   }
 }
 
-// The copy ceiling of this run, as `bench ceilings` measures it: the faster of cudaMemcpyAsync
-// and the bench's 16-byte copy kernel over 1 GiB (bytes read + written).
-void measure_copy(bool quick, Device dev, const std::function<void(bench::ResultRow)>& add) {
-  const size_t bytes = quick ? size_t{256} << 20 : size_t{1} << 30;
-  OwnedTensor src(DType::f32, {static_cast<int64_t>(bytes / 4)}, dev);
-  OwnedTensor dst(DType::f32, {static_cast<int64_t>(bytes / 4)}, dev);
-  bench::fill_uniform(src, kSeed, -1.0f, 1.0f, {});
-  const int blocks = bench::copy_kernel_blocks();
-  bench::TimingConfig cfg;
-  cfg.mode = bench::TimingMode::back_to_back;
-  cfg.warmup = quick ? 2 : 5;
-  cfg.reps = quick ? 5 : 20;
-  cfg.batch = 5;
-  const struct {
-    const char* name;
-    std::string params;
-    bench::LaunchFn fn;
-  } copies[] = {
-      {"copy_memcpy", "cudaMemcpyAsync D2D",
-       [&](int, Stream s) { copy(src.view(), dst.view(), s); }},
-      {"copy_kernel", "16 B/thread",
-       [&](int, Stream s) { bench::copy_kernel(src.data(), dst.data(), bytes, blocks, s); }},
-  };
-  for (const auto& c : copies) {
-    bench::ResultRow r;
-    r.name = c.name;
-    r.params = bench::format_bytes(double(bytes)) + " " + c.params;
-    r.timing = bench::timing_label(cfg);
-    r.stats = bench::time_launches(c.fn, cfg);
-    r.bytes = 2.0 * double(bytes);
-    r.bound = bench::Bound::memory;
-    r.note = "H100: 3.00 TB/s";
-    add(std::move(r));
-  }
-}
-
 // One line per case: both times, rates, % of the copy ceiling and the speed-up.
 std::string summary(const bench::Report& run) {
   auto find = [&](const std::string& name, const std::string& params) -> const bench::ResultRow* {
@@ -372,7 +337,7 @@ int run_gemv_bench(const GemvArgs& args) {
   };
   fmt::print(stderr, "braidinfer bench gemv{}{}: measuring...\n", args.quick ? " --quick" : "",
              args.sweep ? " --sweep" : "");
-  measure_copy(args.quick, dev, add);
+  bench::measure_copy_ceiling(args.quick, 0, add);
   cuda_allocator::empty_cache();
   for (const Case& c : bench_cases()) {
     measure_case(c, args, *info, dev, add);
@@ -380,10 +345,7 @@ int run_gemv_bench(const GemvArgs& args) {
   }
   measure_fused(args.quick, *info, dev, add);
   cuda_allocator::empty_cache();
-  for (const auto& r : run.rows)
-    if (r.name.rfind("copy_", 0) == 0)
-      if (auto v = bench::achieved_gbps(r))
-        run.ceilings.copy_gbps = std::max(run.ceilings.copy_gbps, *v);
+  run.ceilings = bench::ceilings_from_rows(run.rows);
 
   fmt::print("{}", bench::describe_device(run.device));
   fmt::print("git {}, {}\n\n", run.git_commit, run.date_utc);

@@ -49,6 +49,11 @@ struct CeilingsOptions {
   std::function<void(const ResultRow&)> on_row;  // called as each row is measured
 };
 
+// The copy rows alone (cudaMemcpyAsync and the 16-byte copy kernel, the plan's sizes), for
+// benchmarks that read their rows against the copy ceiling of the same run. Each row is passed
+// to `add`; ceilings_from_rows of them gives the copy ceiling.
+void measure_copy_ceiling(bool quick, int device, const std::function<void(ResultRow)>& add);
+
 // Measures everything in the plan on CUDA device `options.device` and returns the run, with
 // device info, ceilings and provenance filled in. Throws braid::Error (unsupported) without a
 // CUDA device or in a CPU-only build.

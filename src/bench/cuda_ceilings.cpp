@@ -169,6 +169,11 @@ void measure_launch_costs(const CeilingsPlan& plan, Device dev, const AddRow& ad
 
 }  // namespace
 
+void measure_copy_ceiling(bool quick, int device, const std::function<void(ResultRow)>& add) {
+  measure_copies(ceilings_plan(quick), Device::cuda(device), add);
+  cuda_allocator::empty_cache();
+}
+
 Report run_ceilings(const CeilingsOptions& options) {
   std::string reason;
   const auto info = query_device(options.device, &reason);

@@ -109,14 +109,15 @@ Report run_decode(const DecodeOptions& o) {
   Report run;
   run.suite = "decode";
   // The copy ceiling of this run: the floor is read against it.
-  CeilingsOptions ceilings;
-  ceilings.quick = o.quick;
-  ceilings.device = o.device;
-  const Report ceiling_run = run_ceilings(ceilings);
-  run.device = ceiling_run.device;
-  run.has_device = ceiling_run.has_device;
-  run.ceilings = ceiling_run.ceilings;
-  run.git_commit = ceiling_run.git_commit;
+  std::string reason;
+  const auto info = query_device(o.device, &reason);
+  if (!info) throw Error(ErrorKind::unsupported, "bench decode: " + reason);
+  run.device = *info;
+  run.has_device = true;
+  std::vector<ResultRow> copy_rows;
+  measure_copy_ceiling(o.quick, o.device, [&](ResultRow r) { copy_rows.push_back(std::move(r)); });
+  run.ceilings = ceilings_from_rows(copy_rows);
+  run.git_commit = git_commit();
   run.date_utc = utc_now();
 
   const model::ModelConfig c = o.model_dir.empty() ? decode_preset(o.preset)

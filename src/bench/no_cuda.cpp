@@ -36,6 +36,7 @@ void launch_empty_kernel(Stream) { no_cuda("empty_kernel"); }
 void launch_minimal_rw_kernel(const int*, int*, Stream) { no_cuda("minimal_rw_kernel"); }
 
 Report run_ceilings(const CeilingsOptions&) { no_cuda("bench ceilings"); }
+void measure_copy_ceiling(bool, int, const std::function<void(ResultRow)>&) { no_cuda("bench copy ceiling"); }
 Report run_decode(const DecodeOptions&) { no_cuda("bench decode"); }
 
 }  // namespace braid::bench

@@ -21,22 +21,12 @@ constexpr const char* kOp = "attention";
 void check_shapes(const Tensor& q, const Tensor& cu_seqlens_q, const PagedKV& kv,
                   float softmax_scale, const Tensor& out, const Tensor& lse) {
   const int64_t batch = detail::check_paged_kv_shapes(kOp, q, kv);
-  const int64_t total_q = q.shape[0], q_heads = q.shape[1];
   check::defined(kOp, "cu_seqlens_q", cu_seqlens_q);
   check::defined(kOp, "out", out);
   check::dtype_eq(kOp, "cu_seqlens_q", cu_seqlens_q, DType::i32);
   check::shape_eq(kOp, "cu_seqlens_q", cu_seqlens_q, {batch + 1});
   check::contiguous(kOp, "cu_seqlens_q", cu_seqlens_q);
-
-  check::dtype_eq(kOp, "out", out, q.dtype);
-  check::same_shape(kOp, "out", out, q);
-  check::dense_last_dim(kOp, "out", out);
-  if (lse.data != nullptr || lse.ndim != 0) {  // optional
-    check::defined(kOp, "lse", lse);
-    check::dtype_eq(kOp, "lse", lse, DType::f32);
-    check::shape_eq(kOp, "lse", lse, {total_q, q_heads});
-    check::contiguous(kOp, "lse", lse);
-  }
+  detail::check_attention_outputs(kOp, q, out, lse);
   if (!std::isfinite(softmax_scale))
     check::fail(ErrorKind::invalid_argument, kOp, "softmax_scale", "a finite value",
                 std::to_string(softmax_scale));

@@ -40,15 +40,7 @@ void check_shapes(const Tensor& q, const PagedKV& kv, float softmax_scale, const
   check::defined(kOp, "out", out);
   check::defined(kOp, "workspace", workspace);
 
-  check::dtype_eq(kOp, "out", out, q.dtype);
-  check::same_shape(kOp, "out", out, q);
-  check::dense_last_dim(kOp, "out", out);
-  if (lse.data != nullptr || lse.ndim != 0) {  // optional
-    check::defined(kOp, "lse", lse);
-    check::dtype_eq(kOp, "lse", lse, DType::f32);
-    check::shape_eq(kOp, "lse", lse, {batch, q_heads});
-    check::contiguous(kOp, "lse", lse);
-  }
+  detail::check_attention_outputs(kOp, q, out, lse);
 
   check::dtype_eq(kOp, "workspace", workspace, DType::f32);
   check::contiguous(kOp, "workspace", workspace);

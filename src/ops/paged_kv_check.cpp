@@ -47,6 +47,19 @@ int64_t check_paged_kv_shapes(const char* op, const Tensor& q, const PagedKV& kv
   return batch;
 }
 
+void check_attention_outputs(const char* op, const Tensor& q, const Tensor& out, const Tensor& lse) {
+  check::defined(op, "out", out);
+  check::dtype_eq(op, "out", out, q.dtype);
+  check::same_shape(op, "out", out, q);
+  check::dense_last_dim(op, "out", out);
+  if (lse.data != nullptr || lse.ndim != 0) {  // optional
+    check::defined(op, "lse", lse);
+    check::dtype_eq(op, "lse", lse, DType::f32);
+    check::shape_eq(op, "lse", lse, {q.shape[0], q.shape[1]});
+    check::contiguous(op, "lse", lse);
+  }
+}
+
 void check_paged_kv_values(const char* op, const PagedKV& kv, const std::vector<int64_t>& min_kv_len) {
   const int64_t batch = kv.page_table.shape[0], max_pages = kv.page_table.shape[1];
   const int64_t num_pages = kv.k_pages.shape[0], page_size = kv.k_pages.shape[1];

@@ -15,6 +15,10 @@ namespace braid::ops::detail {
 int64_t check_paged_kv_shapes(const char* op, const Tensor& q, const PagedKV& kv,
                               bool one_query_per_sequence = false);
 
+// out [tokens, q_heads, head_dim] like q (dense last dimension), and lse either undefined or
+// [tokens, q_heads] f32, contiguous.
+void check_attention_outputs(const char* op, const Tensor& q, const Tensor& out, const Tensor& lse);
+
 // On the CPU only (a CUDA kernel could not look without a host synchronisation): every kv_lens[b]
 // between min_kv_len[b] (its query count) and the page table's capacity, and every page id a
 // sequence uses within the pool. Entries past a sequence's used pages may be padding.
