@@ -62,7 +62,8 @@ int count_kernels(const LaunchFn& step) {
 // events recorded after each component.
 std::map<std::string, std::vector<double>> time_components(
     const model::ModelConfig& c, const model::Weights& w, engine::KVCache& cache,
-    model::Workspace& ws, const model::StepInputs& in, int batch, const Tensor& logits, int steps) {
+    model::Workspace& ws, const model::StepInputs& in, int batch, const Tensor& logits,
+    const Tensor& next, int steps) {
   std::map<std::string, std::vector<double>> out;
   std::vector<cudaEvent_t> events;
   std::vector<std::string> names;
@@ -81,7 +82,7 @@ std::map<std::string, std::vector<double>> time_components(
       names.emplace_back(component);
       BRAID_CUDA_CHECK(cudaEventRecord(event_at(names.size()), nullptr));
     };
-    model::forward(c, w, cache, ws, in, batch, /*all_logits=*/true, logits, {}, &probe);
+    model::forward(c, w, cache, ws, in, batch, /*all_logits=*/true, logits, {}, &probe, next);
     BRAID_CUDA_CHECK(cudaDeviceSynchronize());
     std::map<std::string, double> step_us;
     for (size_t i = 0; i < names.size(); ++i) {
@@ -157,8 +158,8 @@ Report run_decode(const DecodeOptions& o) {
   OwnedTensor next(DType::i32, {B}, dev);
 
   const LaunchFn step = [&](int, Stream s) {
-    model::forward(c, w, cache, ws, in, B, /*all_logits=*/true, logits.view(), s);
-    ops::argmax(logits.view(), next.view(), s);
+    model::forward(c, w, cache, ws, in, B, /*all_logits=*/true, logits.view(), s, nullptr,
+                   next.view());
   };
   step(0, {});  // plans every gemm shape before timing and capture
   BRAID_CUDA_CHECK(cudaDeviceSynchronize());
@@ -180,7 +181,8 @@ Report run_decode(const DecodeOptions& o) {
                       0, Bound::memory, note});
   if (o.breakdown) {
     const auto component_bytes = decode_component_bytes(c, B, o.context, dtype_size(dtype));
-    for (auto& [name, samples] : time_components(c, w, cache, ws, in, B, logits.view(), o.quick ? 5 : 20)) {
+    for (auto& [name, samples] : time_components(c, w, cache, ws, in, B, logits.view(), next.view(),
+                                                  o.quick ? 5 : 20)) {
       const auto it = component_bytes.find(name);
       run.rows.push_back({"decode_component", name, "eager, events", summarize(samples),
                           it == component_bytes.end() ? 0.0 : it->second, 0, Bound::memory, ""});

@@ -94,7 +94,7 @@ std::map<std::string, double> decode_component_bytes(const model::ModelConfig& c
     }
   }
   b["embedding"] = batch * H * e;
-  b["lm_head"] = (H + double(c.vocab_size) * H) * e + double(batch) * c.vocab_size * 4.0;
+  b["lm_head"] = (H + double(c.vocab_size) * H) * e;  // greedy: ids out, no logits written
   return b;
 }
 

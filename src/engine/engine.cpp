@@ -96,8 +96,8 @@ int32_t Engine::decode_greedy(int32_t token) {
     const Tensor logits = logits_.view().slice(0, 0, 1);
     decode_graph_ = std::make_unique<DecodeGraph>(
         6, d.ptr<int32_t>(), decode_token_.view().ptr<int32_t>(), [this, in, logits](Stream s) {
-          model::forward(config_, weights_, cache_, workspace_, in, 1, false, logits, s);
-          ops::argmax(logits, decode_token_.view(), s);
+          model::forward(config_, weights_, cache_, workspace_, in, 1, false, logits, s, nullptr,
+                         decode_token_.view());
         });
   }
   int32_t* h = decode_graph_->inputs();

@@ -60,11 +60,13 @@ Workspace::Workspace(const ModelConfig& c, int T, Device d, DType t, int64_t dec
     decode_attention = OwnedTensor(
         DType::f32,
         {ops::attention_decode_workspace_floats(T, c.num_heads, c.head_dim, decode_kv_capacity)}, d);
+  argmax_counter = OwnedTensor(DType::i32, {1}, d);
+  fill_bytes(argmax_counter.view(), 0);
 }
 
 void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Workspace& ws,
              const StepInputs& in, int n, bool all_logits, const Tensor& logits, Stream s,
-             const ForwardProbe* probe) {
+             const ForwardProbe* probe, const Tensor& greedy_ids) {
   auto mark = [probe](const char* component, int layer) {
     if (probe) (*probe)(component, layer);
   };
@@ -130,7 +132,11 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
   }
   const Tensor head_in = all_logits ? residual : residual.slice(0, n - 1, n);
   const Tensor head_normed = all_logits ? normed : normed.slice(0, n - 1, n);
-  ops::rms_norm_gemm(head_in, w.final_norm, eps, w.lm_head, Tensor{}, logits, head_normed, s);
+  if (greedy_ids.data)
+    ops::rms_norm_gemm_argmax(head_in, w.final_norm, eps, w.lm_head, greedy_ids, logits,
+                              head_normed, ws.argmax_counter.view(), s);
+  else
+    ops::rms_norm_gemm(head_in, w.final_norm, eps, w.lm_head, Tensor{}, logits, head_normed, s);
   mark("lm_head", -1);
 }
 

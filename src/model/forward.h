@@ -21,6 +21,7 @@ struct Workspace {
   OwnedTensor residual, normed, qkv, attn, proj, mlp, act;  // [T, ...] in the model dtype
   OwnedTensor router_logits, topk_weights, topk_ids, moe_hidden;  // MoE layers only
   OwnedTensor decode_attention;  // f32 scratch of attention_decode
+  OwnedTensor argmax_counter;    // [1] i32, zero between steps: rms_norm_gemm_argmax's counter
 };
 
 // One step of one sequence: n new tokens at positions [start, start + n), all tensors on the
@@ -42,8 +43,11 @@ using ForwardProbe = std::function<void(const char* component, int layer)>;
 
 // Runs the model on `in`, appends the new tokens' K/V to `cache`, and writes fp32 logits:
 // for the last token only ([1, vocab]) or, with all_logits, for every token ([n, vocab]).
+// With greedy_ids ([1] or [n] i32/i64, one per logits row) it writes the greedy tokens there
+// instead, through the fused norm + LM head + argmax, and logits is only scratch.
 void forward(const ModelConfig& config, const Weights& weights, engine::KVCache& cache,
              Workspace& ws, const StepInputs& in, int n, bool all_logits, const Tensor& logits,
-             Stream stream = {}, const ForwardProbe* probe = nullptr);
+             Stream stream = {}, const ForwardProbe* probe = nullptr,
+             const Tensor& greedy_ids = Tensor{});
 
 }  // namespace braid::model

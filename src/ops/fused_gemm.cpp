@@ -1,5 +1,5 @@
-// Fused decode ops (add_inplace, rms_norm_gemm, gemm_add, swiglu_gemm_add): argument checks and
-// dispatch. The checks are those of the primitives each op composes (gemm, rms_norm, silu_mul),
+// Fused decode ops (add_inplace, rms_norm_gemm, rms_norm_gemm_argmax, gemm_add,
+// swiglu_gemm_add): argument checks and dispatch. The checks are those of the primitives each op composes (gemm, rms_norm, silu_mul),
 // so an argument the unfused sequence would refuse is refused here, under the fused op's name.
 #include <string>
 
@@ -61,6 +61,19 @@ void check_bias(const char* op, const Tensor& bias, DType dtype, int64_t n) {
   check::contiguous(op, "bias", bias);
 }
 
+// rms_norm_gemm's x, norm_weight, eps and w; returns n.
+int64_t check_norm_product(const char* op, const Tensor& x, const Tensor& norm_weight, float eps,
+                           const Tensor& w) {
+  check_activations(op, "x", x);
+  const int64_t k = x.size(1);
+  check::defined(op, "norm_weight", norm_weight);
+  check::dtype_eq(op, "norm_weight", norm_weight, x.dtype);
+  check::shape_eq(op, "norm_weight", norm_weight, {k});
+  check::contiguous(op, "norm_weight", norm_weight);
+  if (!(eps >= 0.0f)) check::fail(ErrorKind::invalid_argument, op, "eps", "eps >= 0", std::to_string(eps));
+  return check_weight(op, w, x.dtype, k);
+}
+
 }  // namespace
 
 void add_inplace(const Tensor& x, const Tensor& residual, Stream stream) {
@@ -87,14 +100,8 @@ void add_inplace(const Tensor& x, const Tensor& residual, Stream stream) {
 void rms_norm_gemm(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
                    const Tensor& bias, const Tensor& out, const Tensor& normed, Stream stream) {
   const char* op = "rms_norm_gemm";
-  check_activations(op, "x", x);
+  const int64_t n = check_norm_product(op, x, norm_weight, eps, w);
   const int64_t m = x.size(0), k = x.size(1);
-  check::defined(op, "norm_weight", norm_weight);
-  check::dtype_eq(op, "norm_weight", norm_weight, x.dtype);
-  check::shape_eq(op, "norm_weight", norm_weight, {k});
-  check::contiguous(op, "norm_weight", norm_weight);
-  if (!(eps >= 0.0f)) check::fail(ErrorKind::invalid_argument, op, "eps", "eps >= 0", std::to_string(eps));
-  const int64_t n = check_weight(op, w, x.dtype, k);
   check::defined(op, "out", out);
   if (out.dtype != x.dtype && out.dtype != DType::f32)
     check::fail(ErrorKind::dtype, op, "out",
@@ -110,6 +117,34 @@ void rms_norm_gemm(const Tensor& x, const Tensor& norm_weight, float eps, const 
 #if BRAID_WITH_CUDA
   DeviceGuard guard(dev);
   cuda::rms_norm_gemm(x, norm_weight, eps, w, bias, out, normed, stream);
+#else
+  (void)stream;
+#endif
+}
+
+void rms_norm_gemm_argmax(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
+                          const Tensor& ids, const Tensor& logits, const Tensor& normed,
+                          const Tensor& block_counter, Stream stream) {
+  const char* op = "rms_norm_gemm_argmax";
+  const int64_t n = check_norm_product(op, x, norm_weight, eps, w);
+  const int64_t m = x.size(0), k = x.size(1);
+  check::defined(op, "ids", ids);
+  check::dtype_in(op, "ids", ids, {DType::i32, DType::i64});
+  check::shape_eq(op, "ids", ids, {m});
+  check::contiguous(op, "ids", ids);
+  check_matrix(op, "logits", logits, DType::f32, m, n);
+  check_matrix(op, "normed", normed, x.dtype, m, k);
+  check::defined(op, "block_counter", block_counter);
+  check::dtype_eq(op, "block_counter", block_counter, DType::i32);
+  check::shape_eq(op, "block_counter", block_counter, {1});
+  Device dev = check::same_device(op, {{"x", &x}, {"norm_weight", &norm_weight}, {"w", &w},
+                                       {"ids", &ids}, {"logits", &logits}, {"normed", &normed},
+                                       {"block_counter", &block_counter}});
+  if (m == 0) return;
+  if (dev.is_cpu()) return cpu::rms_norm_gemm_argmax(x, norm_weight, eps, w, ids, logits, normed);
+#if BRAID_WITH_CUDA
+  DeviceGuard guard(dev);
+  cuda::rms_norm_gemm_argmax(x, norm_weight, eps, w, ids, logits, normed, block_counter, stream);
 #else
   (void)stream;
 #endif

@@ -1,6 +1,6 @@
-// Fused decode ops (rms_norm_gemm, gemm_add, swiglu_gemm_add, add_inplace): CUDA against the CPU
-// reference (the primitive references in sequence) on decode shapes of Qwen2.5-0.5B, Llama-3.2-1B
-// and Llama-2-7B at m = 1, 4, 16 (the fused GEMV kernel) and on shapes that take the unfused path
+// Fused decode ops (rms_norm_gemm, rms_norm_gemm_argmax, gemm_add, swiglu_gemm_add, add_inplace):
+// CUDA against the CPU reference (the primitive references in sequence) on decode shapes of
+// Qwen2.5-0.5B, Llama-3.2-1B and Llama-2-7B at m = 1, 4, 16 (the fused GEMV kernel) and on shapes that take the unfused path
 // (m = 33; k % 8 != 0), outputs and scratch poisoned with NaN; plus the argument checks.
 #include <algorithm>
 #include <cmath>
@@ -140,6 +140,99 @@ TEST_P(FusedGemmDiff, SwigluGemmAdd) {
   expect_close(res, ref, c.dtype);
 }
 
+// Greedy head: the fused op's ids equal argmax over rms_norm_gemm's f32 logits computed on the
+// same GPU (the same sums), and each id's logit in the CPU reference is the reference maximum up
+// to the products' rounding. Run twice: the second call relies on the block counter the first
+// left at zero, and the counter must be zero after both.
+std::vector<int32_t> ids_of(const Tensor& t) {
+  OwnedTensor host = to_device(t, Device::cpu());
+  const int32_t* p = host.view().ptr<int32_t>();
+  return std::vector<int32_t>(p, p + t.numel());
+}
+
+void run_greedy_head_case(DType dtype, int64_t m, int64_t n, int64_t k, uint64_t seed) {
+  const Device gpu = Device::cuda(0), cpu = Device::cpu();
+  OwnedTensor x = random_host(dtype, {m, k}, seed, -2.0f, 2.0f);
+  OwnedTensor nw = random_host(dtype, {k}, seed + 1, 0.5f, 1.5f);
+  OwnedTensor w = random_weights(dtype, n, k, seed + 2);
+  const float eps = 1e-6f;
+
+  OwnedTensor ref_logits = poisoned(DType::f32, {m, n}, cpu), ref_normed = poisoned(dtype, {m, k}, cpu);
+  OwnedTensor ref_ids(DType::i32, {m}, cpu), ref_counter(DType::i32, {1}, cpu);
+  ops::rms_norm_gemm_argmax(x, nw, eps, w, ref_ids, ref_logits, ref_normed, ref_counter);
+
+  OwnedTensor dx = to_device(x, gpu), dnw = to_device(nw, gpu), dw = to_device(w, gpu);
+  OwnedTensor logits = poisoned(DType::f32, {m, n}, gpu), normed = poisoned(dtype, {m, k}, gpu);
+  OwnedTensor plain_ids(DType::i32, {m}, gpu);
+  ops::rms_norm_gemm(dx, dnw, eps, dw, Tensor{}, logits, normed);
+  ops::argmax(logits, plain_ids);
+  const std::vector<int32_t> expected = ids_of(plain_ids);
+
+  OwnedTensor ids(DType::i32, {m}, gpu), counter(DType::i32, {1}, gpu);
+  fill_bytes(counter.view(), 0);
+  for (int call = 0; call < 2; ++call) {
+    SCOPED_TRACE("call " + std::to_string(call));
+    fill_bytes(ids.view(), 0xFF);
+    OwnedTensor scratch = poisoned(DType::f32, {m, n}, gpu);
+    ops::rms_norm_gemm_argmax(dx, dnw, eps, dw, ids, scratch, normed, counter);
+    EXPECT_EQ(ids_of(ids), expected);
+    EXPECT_EQ(ids_of(counter), std::vector<int32_t>{0});
+  }
+  const std::vector<float> rl = to_floats(ref_logits);
+  const std::vector<int32_t> got = ids_of(ids);
+  for (int64_t r = 0; r < m; ++r) {
+    const float* row = rl.data() + r * n;
+    const float best = *std::max_element(row, row + n);
+    ASSERT_GE(got[r], 0);
+    ASSERT_LT(got[r], n);
+    EXPECT_GE(row[got[r]], best - 2e-2f * std::max(1.0f, std::fabs(best))) << "row " << r;
+  }
+}
+
+TEST_P(FusedGemmDiff, RmsNormGemmArgmax) {
+  BRAID_REQUIRE_CUDA();
+  const FusedCase c = GetParam();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  run_greedy_head_case(c.dtype, c.m, c.n, c.k, seed);
+}
+
+// A vocabulary-sized head (Qwen2.5's 151936 x 896): ~9500 blocks meet in the last one.
+TEST(FusedGemmGreedyHead, VocabularySized) {
+  BRAID_REQUIRE_CUDA();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  run_greedy_head_case(DType::bf16, 1, 151936, 896, seed);
+  run_greedy_head_case(DType::f16, 3, 50021, 256, seed + 10);
+}
+
+// torch.argmax's order in the fused epilogue: all-zero logits (+0 and -0 alike) go to index 0,
+// and NaN rows win over every number, the lower of two NaN indices first.
+TEST(FusedGemmGreedyHead, TiesAndNaN) {
+  BRAID_REQUIRE_CUDA();
+  const Device gpu = Device::cuda(0);
+  const int64_t m = 2, n = 1000, k = 64;
+  OwnedTensor x = random_host(DType::bf16, {m, k}, 7, -2.0f, 2.0f);
+  OwnedTensor nw = random_host(DType::bf16, {k}, 8, 0.5f, 1.5f);
+  OwnedTensor w(DType::bf16, {n, k}, Device::cpu());
+  std::fill_n(static_cast<unsigned char*>(w.data()), w.view().nbytes(), 0);
+  OwnedTensor dx = to_device(x, gpu), dnw = to_device(nw, gpu);
+  OwnedTensor logits(DType::f32, {m, n}, gpu), normed(DType::bf16, {m, k}, gpu);
+  OwnedTensor ids(DType::i64, {m}, gpu), counter(DType::i32, {1}, gpu);
+  fill_bytes(counter.view(), 0);
+  auto greedy = [&](const OwnedTensor& host_w) {
+    OwnedTensor dw = to_device(host_w, gpu);
+    ops::rms_norm_gemm_argmax(dx, dnw, 1e-6f, dw, ids, logits, normed, counter);
+    OwnedTensor h = to_device(ids, Device::cpu());
+    const int64_t* p = h.view().ptr<int64_t>();
+    return std::vector<int64_t>(p, p + m);
+  };
+  EXPECT_EQ(greedy(w), (std::vector<int64_t>{0, 0}));
+  for (int64_t j : {777, 513})
+    for (int64_t c = 0; c < k; ++c) store_from_float(w.data(), DType::bf16, j * k + c, NAN);
+  EXPECT_EQ(greedy(w), (std::vector<int64_t>{513, 513}));
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, FusedGemmDiff, ::testing::ValuesIn(fused_cases()),
                          [](const auto& info) { return case_name(info.param); });
 
@@ -258,6 +351,49 @@ TEST(FusedGemmErrors, RmsNormGemm) {
   Tensor x32 = fake_cuda(DType::f32, {2, 8});
   expect_error([&] { ops::rms_norm_gemm(x32, nw, 1e-6f, w, Tensor{}, out, normed); },
                ErrorKind::dtype, {"rms_norm_gemm", "'x'", "CPU-only"});
+}
+
+TEST(FusedGemmErrors, RmsNormGemmArgmax) {
+  const Device cpu = Device::cpu();
+  OwnedTensor x(DType::bf16, {2, 8}, cpu), nw(DType::bf16, {8}, cpu), w(DType::bf16, {5, 8}, cpu);
+  OwnedTensor ids(DType::i32, {2}, cpu), logits(DType::f32, {2, 5}, cpu);
+  OwnedTensor normed(DType::bf16, {2, 8}, cpu), counter(DType::i32, {1}, cpu);
+  OwnedTensor ids_bad(DType::i32, {3}, cpu), ids_f32(DType::f32, {2}, cpu);
+  OwnedTensor logits_bf16(DType::bf16, {2, 5}, cpu), counter_i64(DType::i64, {1}, cpu);
+  expect_error([&] { ops::rms_norm_gemm_argmax(x, nw, 1e-6f, w, ids_bad, logits, normed, counter); },
+               ErrorKind::shape, {"rms_norm_gemm_argmax", "'ids'", "[3]"});
+  expect_error([&] { ops::rms_norm_gemm_argmax(x, nw, 1e-6f, w, ids_f32, logits, normed, counter); },
+               ErrorKind::dtype, {"rms_norm_gemm_argmax", "'ids'", "f32"});
+  expect_error(
+      [&] { ops::rms_norm_gemm_argmax(x, nw, 1e-6f, w, ids, logits_bf16, normed, counter); },
+      ErrorKind::dtype, {"rms_norm_gemm_argmax", "'logits'", "f32", "bf16"});
+  expect_error(
+      [&] { ops::rms_norm_gemm_argmax(x, nw, 1e-6f, w, ids, logits, normed, counter_i64); },
+      ErrorKind::dtype, {"rms_norm_gemm_argmax", "'block_counter'", "i32", "i64"});
+  expect_error(
+      [&] { ops::rms_norm_gemm_argmax(x, nw, 1e-6f, w, ids, logits, normed, Tensor{}); },
+      ErrorKind::invalid_argument, {"rms_norm_gemm_argmax", "'block_counter'"});
+  expect_error([&] {
+    ops::rms_norm_gemm_argmax(x, nw, 1e-6f, w, ids, logits, normed, fake_cuda(DType::i32, {1}));
+  }, ErrorKind::device, {"rms_norm_gemm_argmax", "'block_counter'", "cpu", "cuda:0"});
+}
+
+// The CPU reference is rms_norm_gemm then argmax: the ids of the largest logits.
+TEST(FusedGemmGreedyHead, CpuReference) {
+  const Device cpu = Device::cpu();
+  const int64_t m = 3, n = 37, k = 24;
+  OwnedTensor x = random_host(DType::f32, {m, k}, 11), nw = random_host(DType::f32, {k}, 12, 0.5f, 1.5f);
+  OwnedTensor w = random_host(DType::f32, {n, k}, 13);
+  OwnedTensor logits(DType::f32, {m, n}, cpu), normed(DType::f32, {m, k}, cpu);
+  OwnedTensor ids(DType::i32, {m}, cpu), counter(DType::i32, {1}, cpu);
+  ops::rms_norm_gemm_argmax(x, nw, 1e-6f, w, ids, logits, normed, counter);
+  OwnedTensor plain(DType::f32, {m, n}, cpu);
+  ops::rms_norm_gemm(x, nw, 1e-6f, w, Tensor{}, plain, normed);
+  const std::vector<float> l = to_floats(plain);
+  for (int64_t r = 0; r < m; ++r) {
+    const auto best = std::max_element(l.begin() + r * n, l.begin() + (r + 1) * n);
+    EXPECT_EQ(ids.view().ptr<int32_t>()[r], best - (l.begin() + r * n)) << "row " << r;
+  }
 }
 
 TEST(FusedGemmErrors, GemmAdd) {

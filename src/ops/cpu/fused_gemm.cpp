@@ -21,6 +21,12 @@ void rms_norm_gemm(const Tensor& x, const Tensor& norm_weight, float eps, const 
   gemm(normed, w, bias, out);
 }
 
+void rms_norm_gemm_argmax(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
+                          const Tensor& ids, const Tensor& logits, const Tensor& normed) {
+  rms_norm_gemm(x, norm_weight, eps, w, Tensor{}, logits, normed);
+  argmax(logits, ids);
+}
+
 void gemm_add(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& residual,
               const Tensor& scratch) {
   gemm(a, w, bias, scratch);

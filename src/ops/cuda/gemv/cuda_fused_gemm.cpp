@@ -30,6 +30,20 @@ void rms_norm_gemm(const Tensor& x, const Tensor& norm_weight, float eps, const 
   gemm(normed, w, bias, out, stream);
 }
 
+void rms_norm_gemm_argmax(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
+                          const Tensor& ids, const Tensor& logits, const Tensor& normed,
+                          const Tensor& block_counter, Stream stream) {
+  // The fused kernel keeps its per-block keys in the logits scratch, when it is contiguous, 8-byte
+  // aligned and large enough (it is unless n == 1).
+  const int64_t key_bytes = 8 * gemv_argmax_keys(x.size(0), w.size(0));
+  const bool keys_fit = logits.is_contiguous() && (reinterpret_cast<uintptr_t>(logits.data) & 7u) == 0 &&
+                        key_bytes <= static_cast<int64_t>(logits.nbytes());
+  if (fuse(x, x.size(1), w) && aligned16(norm_weight.data) && keys_fit)
+    return gemv_rms_norm_argmax(x, norm_weight, eps, w, ids, logits.data, block_counter, stream);
+  rms_norm_gemm(x, norm_weight, eps, w, Tensor{}, logits, normed, stream);
+  argmax(logits, ids, stream);
+}
+
 void gemm_add(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& residual,
               const Tensor& scratch, Stream stream) {
   if (fuse(a, a.size(1), w)) return gemv_add(a, w, bias, residual, stream);

@@ -10,7 +10,13 @@
 //     (m * k elements from L2, against the 16 * k of w the block streams) and keeps 16 floats in
 //     shared memory, so there is no second kernel and no grid-wide dependency;
 //   - the add epilogue rounds the product (+ bias) to the dtype, adds the residual element, and
-//     rounds again: the one thread that owns an output element reads and writes it.
+//     rounds again: the one thread that owns an output element reads and writes it;
+//   - the argmax epilogue (greedy decoding's LM head) writes no logits: each block reduces its 16
+//     columns to one (value, index) key per row, stores it, and counts itself done on a global
+//     counter; the block that counts last reduces all the blocks' keys to the ids. The counter
+//     wraps back to zero on that last count (atomicInc), so the next call finds it zero again.
+//     Keys order as torch.argmax does (NaN above all numbers, ties to the lower index) and the
+//     order is total, so the answer does not depend on which block finishes when.
 
 #include <climits>
 #include <type_traits>
@@ -45,6 +51,11 @@ struct FusedArgs {
   int steps_per_slice;      // 32-column steps per warp
   float eps;
   bool out_f32, add_to_out;
+  // argmax epilogue (out unused): keys [m, blocks], the blocks' counter, ids [m] i32 or i64.
+  unsigned long long* argmax_keys;
+  unsigned* blocks_done;
+  void* ids;
+  bool ids_i64;
 };
 
 // 16 bytes of activations (every warp of the SM reads them: through L1); zeros when !pred.
@@ -105,6 +116,62 @@ __device__ __forceinline__ void store_out(const FusedArgs& p, int row, int col, 
     *o = from_float<T>(to_float(*o) + to_float(from_float<T>(v)));
   else
     *o = from_float<T>(v);
+}
+
+// An argmax key: the value's bits mapped to an unsigned order (NaN highest, -0 as +0) above the
+// complement of the index (lower index, larger key). 0 is below every real key.
+__device__ __forceinline__ unsigned long long argmax_key(float v, int index) {
+  uint32_t bits = __float_as_uint(v == 0.0f ? 0.0f : v);
+  bits = isnan(v) ? 0xffffffffu : ((bits & 0x80000000u) ? ~bits : bits | 0x80000000u);
+  return (static_cast<unsigned long long>(bits) << 32) | (0xffffffffu - static_cast<uint32_t>(index));
+}
+
+__device__ __forceinline__ unsigned long long warp_max(unsigned long long v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// The argmax epilogue, run by all 256 threads of the block; thread i holds the sum of output
+// column tile * 16 + i / 16 for activation row i % 16.
+__device__ void argmax_epilogue(const FusedArgs& p, int tile, float sum) {
+  __shared__ unsigned long long keys[kTileRows * 16];
+  __shared__ unsigned long long warp_keys[kWarps];
+  __shared__ bool last_block;
+  const int i = threadIdx.x, row = i % 16, col = tile * kTileRows + i / 16;
+  const int blocks = static_cast<int>(gridDim.x);
+  keys[i] = (row < p.m && col < p.n) ? argmax_key(sum, col) : 0ull;
+  __syncthreads();
+  if (i < p.m) {
+    unsigned long long best = 0;
+#pragma unroll
+    for (int c = 0; c < kTileRows; ++c) best = max(best, keys[c * 16 + i]);
+    p.argmax_keys[int64_t{i} * blocks + tile] = best;
+    __threadfence();  // the key is visible before the count that announces it
+  }
+  __syncthreads();
+  if (i == 0) last_block = atomicInc(p.blocks_done, blocks - 1) == static_cast<unsigned>(blocks - 1);
+  __syncthreads();
+  if (!last_block) return;
+  __threadfence();
+  const int warp = i / 32, lane = i % 32;
+  for (int r = 0; r < p.m; ++r) {
+    unsigned long long best = 0;
+    for (int b = i; b < blocks; b += blockDim.x)
+      best = max(best, __ldcg(p.argmax_keys + int64_t{r} * blocks + b));  // L2, not a stale L1
+    best = warp_max(best);
+    if (lane == 0) warp_keys[warp] = best;
+    __syncthreads();
+    if (i == 0) {
+      for (int w = 1; w < kWarps; ++w) best = max(best, warp_keys[w]);
+      const int64_t index = 0xffffffffu - static_cast<uint32_t>(best & 0xffffffffu);
+      if (p.ids_i64)
+        static_cast<int64_t*>(p.ids)[r] = index;
+      else
+        static_cast<int32_t*>(p.ids)[r] = static_cast<int32_t>(index);
+    }
+    __syncthreads();
+  }
 }
 
 // kWide: m > 8, so activation rows g + 8 exist. swiglu's two activation loads per row halve the
@@ -205,27 +272,32 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_fused_kernel(FusedArgs p)
 
   // One thread per (column, row) of the tile: 256 threads, 256 elements.
   const int i = threadIdx.x, row = i % 16, out_col = tile * kTileRows + i / 16;
-  if (row >= p.m || out_col >= p.n) return;
   float sum = 0.0f;
 #pragma unroll
-  for (int s = 0; s < kWarps; ++s) sum += partial[s][i];
+  for (int s = 0; s < kWarps; ++s) sum += partial[s][i];  // rows >= m: never used
+  if (p.argmax_keys) return argmax_epilogue(p, tile, sum);
+  if (row >= p.m || out_col >= p.n) return;
   store_out<T>(p, row, out_col, sum);
 }
 
-FusedArgs make_args(const Tensor& a, int64_t k, const Tensor& w, const Tensor& bias,
-                    const Tensor& out) {
+// The product's arguments; the output is set by with_out (or the argmax epilogue's fields).
+FusedArgs make_args(const Tensor& a, int64_t k, const Tensor& w, const Tensor& bias) {
   FusedArgs p{};
   p.a = a.data;
   p.w = w.data;
   p.bias = bias.data;
-  p.out = out.data;
   p.m = static_cast<int>(a.size(0));
   p.k = static_cast<int>(k);
   p.n = static_cast<int>(w.size(0));
   p.lda = p.m > 1 ? a.row_stride() : 0;
-  p.ldo = p.m > 1 ? out.row_stride() : 0;
   const int steps = (p.k + kStepCols - 1) / kStepCols;
   p.steps_per_slice = (steps + kWarps - 1) / kWarps;
+  return p;
+}
+
+FusedArgs with_out(FusedArgs p, const Tensor& out) {
+  p.out = out.data;
+  p.ldo = p.m > 1 ? out.row_stride() : 0;
   p.out_f32 = out.dtype == DType::f32;
   return p;
 }
@@ -259,22 +331,37 @@ bool gemv_fused_applicable(const Tensor& a, int64_t k, const Tensor& w) {
 
 void gemv_rms_norm(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
                    const Tensor& bias, const Tensor& out, Stream stream) {
-  FusedArgs p = make_args(x, x.size(1), w, bias, out);
+  FusedArgs p = with_out(make_args(x, x.size(1), w, bias), out);
   p.norm_weight = norm_weight.data;
   p.eps = eps;
   launch<Prologue::rms_norm>(p, x.dtype, stream);
 }
 
+int64_t gemv_argmax_keys(int64_t m, int64_t n) { return m * ((n + kTileRows - 1) / kTileRows); }
+
+void gemv_rms_norm_argmax(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
+                          const Tensor& ids, void* keys, const Tensor& block_counter,
+                          Stream stream) {
+  FusedArgs p = make_args(x, x.size(1), w, Tensor{});
+  p.norm_weight = norm_weight.data;
+  p.eps = eps;
+  p.argmax_keys = static_cast<unsigned long long*>(keys);
+  p.blocks_done = static_cast<unsigned*>(block_counter.data);
+  p.ids = ids.data;
+  p.ids_i64 = ids.dtype == DType::i64;
+  launch<Prologue::rms_norm>(p, x.dtype, stream);
+}
+
 void gemv_add(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& residual,
               Stream stream) {
-  FusedArgs p = make_args(a, a.size(1), w, bias, residual);
+  FusedArgs p = with_out(make_args(a, a.size(1), w, bias), residual);
   p.add_to_out = true;
   launch<Prologue::none>(p, a.dtype, stream);
 }
 
 void gemv_swiglu_add(const Tensor& gate_up, const Tensor& w, const Tensor& residual,
                      Stream stream) {
-  FusedArgs p = make_args(gate_up, gate_up.size(1) / 2, w, Tensor{}, residual);
+  FusedArgs p = with_out(make_args(gate_up, gate_up.size(1) / 2, w, Tensor{}), residual);
   p.add_to_out = true;
   launch<Prologue::swiglu>(p, gate_up.dtype, stream);
 }
