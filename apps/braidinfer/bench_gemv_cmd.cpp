@@ -217,7 +217,8 @@ void measure_case(const Case& c, const GemvArgs& args, const bench::DeviceInfo& 
 
 // The fused decode ops (ops.h, "Fused decode ops") against the primitive ops they replace, on
 // Llama-3.2-1B's shapes at m = 1: input_layernorm + qkv_proj, o_proj + residual add, and
-// silu_mul + down_proj + residual add. Same timing as the GEMV rows (graph replays over rotating
+// silu_mul + down_proj + residual add; and the greedy head (final norm + lm_head + argmax) of
+// Qwen2.5-0.5B and Llama-3.2-1B against rms_norm + gemm to f32 logits + argmax. Same timing as the GEMV rows (graph replays over rotating
 // sets); bytes = the fused op's (w, the activations, the residual read and written), so both rows
 // of a pair have the same byte count and their GB/s compare directly.
 void measure_fused(bool quick, const bench::DeviceInfo& info, Device dev,
@@ -231,14 +232,17 @@ void measure_fused(bool quick, const bench::DeviceInfo& info, Device dev,
       {"rms_norm_gemm", {"llama-3.2-1b", "norm+qkv", 3072, 2048}, 2048},
       {"gemm_add", {"llama-3.2-1b", "o+residual", 2048, 2048}, 2048},
       {"swiglu_gemm_add", {"llama-3.2-1b", "silu_mul+down+residual", 2048, 8192}, 16384},
+      {"rms_norm_gemm_argmax", {"qwen2.5-0.5b", "norm+lm_head+argmax", 151936, 896}, 896},
+      {"rms_norm_gemm_argmax", {"llama-3.2-1b", "norm+lm_head+argmax", 128256, 2048}, 2048},
   };
   for (const FusedCase& f : cases) {
     const Case c{f.p, 1};
+    const bool head = std::string(f.op) == "rms_norm_gemm_argmax";  // reads w and x only
     const double bytes = 2.0 * (double(c.p.n) * double(c.p.k) + double(f.act_cols) +
-                                2.0 * double(c.p.n));
+                                (head ? 0.0 : 2.0 * double(c.p.n)));
     const int sets = bench::rotating_sets(static_cast<size_t>(bytes), info.l2_bytes, 2);
     const bench::TimingConfig cfg = timing(c, quick, sets);
-    std::vector<OwnedTensor> x, w, nw, res, act, scratch;
+    std::vector<OwnedTensor> x, w, nw, res, act, scratch, logits, ids;
     for (int i = 0; i < sets; ++i) {
       x.emplace_back(DType::bf16, std::vector<int64_t>{1, f.act_cols}, dev);
       w.emplace_back(DType::bf16, std::vector<int64_t>{c.p.n, c.p.k}, dev);
@@ -246,6 +250,10 @@ void measure_fused(bool quick, const bench::DeviceInfo& info, Device dev,
       res.emplace_back(DType::bf16, std::vector<int64_t>{1, c.p.n}, dev);
       act.emplace_back(DType::bf16, std::vector<int64_t>{1, c.p.k}, dev);
       scratch.emplace_back(DType::bf16, std::vector<int64_t>{1, c.p.n}, dev);
+      if (head) {
+        logits.emplace_back(DType::f32, std::vector<int64_t>{1, c.p.n}, dev);
+        ids.emplace_back(DType::i32, std::vector<int64_t>{1}, dev);
+      }
       const float a = 2.0f / std::sqrt(float(c.p.k));
       bench::fill_uniform(x.back(), kSeed + 3 * i, -1.0f, 1.0f, {});
       bench::fill_uniform(w.back(), kSeed + 3 * i + 1, -a, a, {});
@@ -261,6 +269,14 @@ void measure_fused(bool quick, const bench::DeviceInfo& info, Device dev,
       unfused = [&](int i, Stream s) {
         ops::rms_norm(x[i], nw[i], 1e-5f, act[i], s);
         ops::gemm(act[i], w[i], Tensor{}, res[i], s);
+      };
+    } else if (head) {  // the previous decode step's head: f32 logits, then argmax
+      fused = [&](int i, Stream s) {
+        ops::rms_norm_gemm_argmax(x[i], nw[i], 1e-5f, w[i], ids[i], logits[i], act[i], s);
+      };
+      unfused = [&](int i, Stream s) {
+        ops::rms_norm_gemm(x[i], nw[i], 1e-5f, w[i], Tensor{}, logits[i], act[i], s);
+        ops::argmax(logits[i], ids[i], s);
       };
     } else if (op == "gemm_add") {
       fused = [&](int i, Stream s) { ops::gemm_add(x[i], w[i], Tensor{}, res[i], scratch[i], s); };
@@ -282,7 +298,9 @@ void measure_fused(bool quick, const bench::DeviceInfo& info, Device dev,
     const bench::Stats us = bench::time_launches(unfused, cfg);
     bench::ResultRow fr = make_row("fused_braid", c, cfg, fs,
                                    fmt::format("{}: x{:.2f} vs unfused", op, us.median_us / fs.median_us));
-    bench::ResultRow ur = make_row("unfused_braid", c, cfg, us, op + ": primitive ops in sequence");
+    bench::ResultRow ur = make_row("unfused_braid", c, cfg, us,
+                                   op + (head ? ": rms_norm_gemm to f32 logits, then argmax"
+                                              : ": primitive ops in sequence"));
     fr.bytes = ur.bytes = bytes;
     add(std::move(fr));
     add(std::move(ur));

@@ -275,18 +275,17 @@ void rms_norm_gemm(const Tensor& x, const Tensor& norm_weight, float eps, const 
 
 // rms_norm_gemm_argmax (greedy decoding's final norm + LM head + argmax):
 // ids = argmax(rms_norm_gemm(x, norm_weight, eps, w, no bias, f32 logits), -1), torch.argmax's
-// order (NaN above every number, ties to the lower index). The fused kernel writes no logits.
+// order (NaN above every number, ties to the lower index). On CUDA the fused path is the GEMV
+// with an epilogue that keeps one key per row and 16 columns, plus a small reduction kernel: no
+// logits are written.
 //   x [m, k], norm_weight [k], w [n, k]: as rms_norm_gemm
 //   ids           [m] i32 or i64, contiguous
 //   logits        [m, n] f32 rows: scratch (the unfused path's logits; the fused kernel keeps one
 //                 8-byte key per row and 16 columns in it)
 //   normed        [m, k] x's dtype, rows: scratch for the unfused path
-//   block_counter [1] i32: zero before the first call, and every call leaves it zero (the fused
-//                 kernel counts finished blocks in it). Calls that may run at the same time need
-//                 their own counter.
 void rms_norm_gemm_argmax(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
                           const Tensor& ids, const Tensor& logits, const Tensor& normed,
-                          const Tensor& block_counter, Stream stream = {});
+                          Stream stream = {});
 
 // gemm_add: residual = to_dtype(residual + to_dtype(a @ w^T + bias)) (o_proj / down_proj joining
 // the residual stream, with transformers' two roundings).

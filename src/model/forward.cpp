@@ -60,8 +60,6 @@ Workspace::Workspace(const ModelConfig& c, int T, Device d, DType t, int64_t dec
     decode_attention = OwnedTensor(
         DType::f32,
         {ops::attention_decode_workspace_floats(T, c.num_heads, c.head_dim, decode_kv_capacity)}, d);
-  argmax_counter = OwnedTensor(DType::i32, {1}, d);
-  fill_bytes(argmax_counter.view(), 0);
 }
 
 void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Workspace& ws,
@@ -134,7 +132,7 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
   const Tensor head_normed = all_logits ? normed : normed.slice(0, n - 1, n);
   if (greedy_ids.data)
     ops::rms_norm_gemm_argmax(head_in, w.final_norm, eps, w.lm_head, greedy_ids, logits,
-                              head_normed, ws.argmax_counter.view(), s);
+                              head_normed, s);
   else
     ops::rms_norm_gemm(head_in, w.final_norm, eps, w.lm_head, Tensor{}, logits, head_normed, s);
   mark("lm_head", -1);

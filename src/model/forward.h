@@ -21,7 +21,6 @@ struct Workspace {
   OwnedTensor residual, normed, qkv, attn, proj, mlp, act;  // [T, ...] in the model dtype
   OwnedTensor router_logits, topk_weights, topk_ids, moe_hidden;  // MoE layers only
   OwnedTensor decode_attention;  // f32 scratch of attention_decode
-  OwnedTensor argmax_counter;    // [1] i32, zero between steps: rms_norm_gemm_argmax's counter
 };
 
 // One step of one sequence: n new tokens at positions [start, start + n), all tensors on the

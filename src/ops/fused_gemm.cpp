@@ -124,7 +124,7 @@ void rms_norm_gemm(const Tensor& x, const Tensor& norm_weight, float eps, const 
 
 void rms_norm_gemm_argmax(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
                           const Tensor& ids, const Tensor& logits, const Tensor& normed,
-                          const Tensor& block_counter, Stream stream) {
+                          Stream stream) {
   const char* op = "rms_norm_gemm_argmax";
   const int64_t n = check_norm_product(op, x, norm_weight, eps, w);
   const int64_t m = x.size(0), k = x.size(1);
@@ -134,17 +134,13 @@ void rms_norm_gemm_argmax(const Tensor& x, const Tensor& norm_weight, float eps,
   check::contiguous(op, "ids", ids);
   check_matrix(op, "logits", logits, DType::f32, m, n);
   check_matrix(op, "normed", normed, x.dtype, m, k);
-  check::defined(op, "block_counter", block_counter);
-  check::dtype_eq(op, "block_counter", block_counter, DType::i32);
-  check::shape_eq(op, "block_counter", block_counter, {1});
   Device dev = check::same_device(op, {{"x", &x}, {"norm_weight", &norm_weight}, {"w", &w},
-                                       {"ids", &ids}, {"logits", &logits}, {"normed", &normed},
-                                       {"block_counter", &block_counter}});
+                                       {"ids", &ids}, {"logits", &logits}, {"normed", &normed}});
   if (m == 0) return;
   if (dev.is_cpu()) return cpu::rms_norm_gemm_argmax(x, norm_weight, eps, w, ids, logits, normed);
 #if BRAID_WITH_CUDA
   DeviceGuard guard(dev);
-  cuda::rms_norm_gemm_argmax(x, norm_weight, eps, w, ids, logits, normed, block_counter, stream);
+  cuda::rms_norm_gemm_argmax(x, norm_weight, eps, w, ids, logits, normed, stream);
 #else
   (void)stream;
 #endif

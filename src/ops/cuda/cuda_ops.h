@@ -48,7 +48,7 @@ void rms_norm_gemm(const Tensor& x, const Tensor& norm_weight, float eps, const 
                    const Tensor& bias, const Tensor& out, const Tensor& normed, Stream stream);
 void rms_norm_gemm_argmax(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
                           const Tensor& ids, const Tensor& logits, const Tensor& normed,
-                          const Tensor& block_counter, Stream stream);
+                          Stream stream);
 void gemm_add(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& residual,
               const Tensor& scratch, Stream stream);
 void swiglu_gemm_add(const Tensor& gate_up, const Tensor& w, const Tensor& residual,

@@ -30,16 +30,29 @@ void rms_norm_gemm(const Tensor& x, const Tensor& norm_weight, float eps, const 
   gemm(normed, w, bias, out, stream);
 }
 
+// Past this many output columns (lm_heads: ~9 waves of the GEMV's blocks and more) the norm runs
+// as its own kernel first: every fused block recomputes the rows' 1 / rms before streaming, and
+// over many short blocks that cost more than the kernel it saves (H100, Qwen2.5-0.5B's 151936 x
+// 896 head: 112.6 us fused against 90.7 us for the plain GEMV; docs/perf/decode.md).
+constexpr int64_t kFuseNormMaxCols = 32768;
+
 void rms_norm_gemm_argmax(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
                           const Tensor& ids, const Tensor& logits, const Tensor& normed,
-                          const Tensor& block_counter, Stream stream) {
-  // The fused kernel keeps its per-block keys in the logits scratch, when it is contiguous, 8-byte
-  // aligned and large enough (it is unless n == 1).
+                          Stream stream) {
+  // The keys live in the logits scratch when it is contiguous, 8-byte aligned and large enough
+  // (it is unless n == 1).
   const int64_t key_bytes = 8 * gemv_argmax_keys(x.size(0), w.size(0));
   const bool keys_fit = logits.is_contiguous() && (reinterpret_cast<uintptr_t>(logits.data) & 7u) == 0 &&
                         key_bytes <= static_cast<int64_t>(logits.nbytes());
-  if (fuse(x, x.size(1), w) && aligned16(norm_weight.data) && keys_fit)
-    return gemv_rms_norm_argmax(x, norm_weight, eps, w, ids, logits.data, block_counter, stream);
+  if (fuse(x, x.size(1), w) && aligned16(norm_weight.data) && keys_fit) {
+    if (w.size(0) <= kFuseNormMaxCols)
+      return gemv_argmax(x, norm_weight, eps, w, ids, logits.data, stream);
+    rms_norm(x, norm_weight, eps, normed, stream);
+    if (gemv_fused_applicable(normed, normed.size(1), w))
+      return gemv_argmax(normed, Tensor{}, 0.0f, w, ids, logits.data, stream);
+    gemm(normed, w, Tensor{}, logits, stream);
+    return argmax(logits, ids, stream);
+  }
   rms_norm_gemm(x, norm_weight, eps, w, Tensor{}, logits, normed, stream);
   argmax(logits, ids, stream);
 }

@@ -26,13 +26,13 @@ bool gemv_fused_applicable(const Tensor& a, int64_t k, const Tensor& w);
 // be 16-byte aligned too.
 void gemv_rms_norm(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
                    const Tensor& bias, const Tensor& out, Stream stream);
-// ids = argmax(rms_norm(x, norm_weight, eps) @ w^T, -1) on the f32 sums (greedy decoding's final
-// norm + LM head + argmax), with no logits written. keys: gemv_argmax_keys(m, n) 8-byte slots,
-// 8-byte aligned (scratch); block_counter: one u32/i32, zero on entry, zero again on return.
+// ids = argmax(rms_norm(a, norm_weight, eps) @ w^T, -1) on the f32 sums, or argmax(a @ w^T, -1)
+// when norm_weight is undefined (greedy decoding's head), with no logits written: the GEMV leaves
+// one key per row and 16 columns in `keys` (gemv_argmax_keys(m, n) 8-byte slots, 8-byte
+// aligned), a one-block-per-row kernel reduces them.
 int64_t gemv_argmax_keys(int64_t m, int64_t n);
-void gemv_rms_norm_argmax(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
-                          const Tensor& ids, void* keys, const Tensor& block_counter,
-                          Stream stream);
+void gemv_argmax(const Tensor& a, const Tensor& norm_weight, float eps, const Tensor& w,
+                 const Tensor& ids, void* keys, Stream stream);
 // residual = to_dtype(residual + to_dtype(a @ w^T + bias)).
 void gemv_add(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& residual,
               Stream stream);
