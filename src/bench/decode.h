@@ -20,7 +20,7 @@ model::ModelConfig decode_preset(const std::string& name);
 
 // Bytes one decode step must read at least: every weight it uses once (the embedding rows of the
 // batch's tokens only; for MoE layers the experts the batch can reach, at most batch * k of E),
-// the KV cache of `context` tokens per sequence, and the fp32 logits written.
+// the KV cache of `context` tokens per sequence (greedy decoding writes ids, not logits).
 double decode_step_bytes(const model::ModelConfig& config, int batch, int context,
                          size_t dtype_bytes);
 

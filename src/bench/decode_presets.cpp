@@ -115,9 +115,9 @@ double decode_step_bytes(const model::ModelConfig& c, int batch, int context, si
       weights += c.num_experts * H + reachable * 3.0 * H * c.moe_intermediate_size;
     }
   }
+  // The greedy step writes token ids, not logits (rms_norm_gemm_argmax).
   const double kv = 2.0 * c.num_layers * double(batch) * context * c.kv_dim();
-  const double logits = double(batch) * V * 4.0;  // fp32 written
-  return (weights + kv) * e + logits;
+  return (weights + kv) * e;
 }
 
 }  // namespace braid::bench
