@@ -158,6 +158,30 @@ void attention(const Tensor& q, const Tensor& cu_seqlens_q, const PagedKV& kv, b
                float softmax_scale, const Tensor& out, const Tensor& lse, Stream stream = {});
 
 // ---------------------------------------------------------------------------------------------
+// attention_prefill: FlashAttention forward over a ragged batch whose keys and values are in
+// contiguous tensors (the prefill of new sequences, or a prefix held outside a paged cache).
+// Sequence b's queries are rows cu_seqlens_q[b] .. cu_seqlens_q[b+1] of q, its keys and values
+// rows cu_seqlens_kv[b] .. cu_seqlens_kv[b+1] of k and v. As in attention(), the queries are the
+// sequence's LAST q_len tokens, so with causal masking query i sees keys 0 .. kv_len - q_len + i
+// (the diagonal aligned to the end: chunked prefill, cached prefixes); causal needs
+// kv_len >= q_len. GQA/MQA: query head h reads KV head h / (q_heads / kv_heads).
+//   q             [total_q, q_heads, head_dim] f16/bf16 (f32 on the CPU only), last dim dense;
+//                 any row stride (a view into a packed QKV works)
+//   k, v          [total_kv, kv_heads, head_dim] q's dtype, last dim dense, any row stride
+//   cu_seqlens_q  [batch + 1] i32, contiguous; cu_seqlens_kv likewise
+//   max_seqlen_q  the longest q_len (a host value: it sizes the grid; larger only wastes blocks)
+//   out           [total_q, q_heads, head_dim] q's dtype, last dim dense
+//   lse           [total_q, q_heads] f32 (natural-log log-sum-exp of the scaled scores), or
+//                 undefined
+// Memory is O(tokens): no score matrix is stored. Index values (offsets, max_seqlen_q) are
+// checked on the CPU and trusted on CUDA (no host synchronisation). On CUDA head_dim must be 64 or
+// 128 (others: ErrorKind::unsupported; attention() over a paged cache takes any up to 256).
+void attention_prefill(const Tensor& q, const Tensor& k, const Tensor& v,
+                       const Tensor& cu_seqlens_q, const Tensor& cu_seqlens_kv, int max_seqlen_q,
+                       bool causal, float softmax_scale, const Tensor& out, const Tensor& lse,
+                       Stream stream = {});
+
+// ---------------------------------------------------------------------------------------------
 // Mixture of experts.
 //
 // Router: softmax over the experts, then the top k, as Qwen3-MoE and Mixtral do:

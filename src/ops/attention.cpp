@@ -82,6 +82,8 @@ void attention(const Tensor& q, const Tensor& cu_seqlens_q, const PagedKV& kv, b
                 "head_dim " + std::to_string(q.shape[2]));
   if (q.numel() == 0) return;
   DeviceGuard guard(dev);
+  if (cuda::attention_flash_paged(q, cu_seqlens_q, kv, causal, softmax_scale, out, lse, stream))
+    return;
   cuda::attention(q, cu_seqlens_q, kv, causal, softmax_scale, out, lse, stream);
 #else
   (void)stream;

@@ -141,6 +141,8 @@ INSTANTIATE_TEST_SUITE_P(
     Shapes, AttentionCudaDiff,
     ::testing::Values(
         CudaAttnCase{DType::bf16, 16, 8, 2, 128, true, Mix::prefill},   // GQA 4:1
+        CudaAttnCase{DType::bf16, 16, 8, 2, 128, false, Mix::prefill},  // full, FlashAttention path
+        CudaAttnCase{DType::f16, 3, 8, 4, 64, false, Mix::prefill},     // pages of 3
         CudaAttnCase{DType::bf16, 16, 8, 2, 128, true, Mix::decode},
         CudaAttnCase{DType::bf16, 16, 28, 4, 128, true, Mix::decode},   // GQA 7:1
         CudaAttnCase{DType::bf16, 7, 28, 4, 64, true, Mix::prefill},    // 7:1, pages of 7

@@ -20,6 +20,15 @@ void argmax(const Tensor& x, const Tensor& out, Stream stream);
 bool attention_supports_head_dim(int64_t head_dim);
 void attention(const Tensor& q, const Tensor& cu_seqlens_q, const ops::PagedKV& kv, bool causal,
                float softmax_scale, const Tensor& out, const Tensor& lse, Stream stream);
+// FlashAttention forward (tensor cores, head_dim 64/128, f16/bf16), K/V contiguous or paged.
+void attention_prefill(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens_q,
+                       const Tensor& cu_seqlens_kv, int max_seqlen_q, bool causal,
+                       float softmax_scale, const Tensor& out, const Tensor& lse, Stream stream);
+// attention() through the FlashAttention kernel when it applies (f16/bf16, head_dim 64/128,
+// 16-byte aligned q/out rows); false (nothing launched) otherwise.
+bool attention_flash_paged(const Tensor& q, const Tensor& cu_seqlens_q, const ops::PagedKV& kv,
+                           bool causal, float softmax_scale, const Tensor& out, const Tensor& lse,
+                           Stream stream);
 // attention_decode: how many key chunks (splits) the kernels use, at most max_splits (what the
 // workspace holds); and the kernels for a given split count (a benchmark may pass its own; the
 // workspace then needs batch * q_heads * splits * (head_dim + 1) floats).
