@@ -194,6 +194,30 @@ BRAID_API braid_status braid_attention(const braid_tensor* q, const braid_tensor
                                        float softmax_scale, const braid_tensor* out,
                                        const braid_tensor* lse, void* stream);
 
+/* FlashAttention forward over a ragged batch whose keys and values are in contiguous tensors
+ * (prefill; no score matrix is stored). Sequence b's queries are rows cu_seqlens_q[b] ..
+ * cu_seqlens_q[b+1] of q, its keys and values rows cu_seqlens_kv[b] .. cu_seqlens_kv[b+1] of k and
+ * v; as for braid_attention the queries are the sequence's last q_len tokens, so causal query i
+ * sees keys 0 .. kv_len - q_len + i (causal needs kv_len >= q_len). GQA by head groups.
+ *   q             [total_q, q_heads, head_dim] f16/bf16 (f32 on the CPU only), last dim dense,
+ *                 heads packed, any row stride
+ *   k, v          [total_kv, kv_heads, head_dim] q's dtype, kv_heads divides q_heads, last dim
+ *                 dense, heads packed, any row stride
+ *   cu_seqlens_q  [batch + 1] i32, contiguous, from 0 to total_q, non-decreasing
+ *   cu_seqlens_kv [batch + 1] i32, contiguous, from 0 to total_kv, non-decreasing
+ *   max_seqlen_q  the longest q_len (a host value: it sizes the CUDA grid)
+ *   causal        nonzero for causal masking
+ *   out           [total_q, q_heads, head_dim] q's dtype
+ *   lse           [total_q, q_heads] f32 (natural-log log-sum-exp of the scaled scores), or NULL
+ * Offsets are checked on the CPU and trusted on CUDA. CUDA takes head_dim 64 or 128. */
+BRAID_API braid_status braid_attention_prefill(const braid_tensor* q, const braid_tensor* k,
+                                               const braid_tensor* v,
+                                               const braid_tensor* cu_seqlens_q,
+                                               const braid_tensor* cu_seqlens_kv,
+                                               int max_seqlen_q, int causal, float softmax_scale,
+                                               const braid_tensor* out, const braid_tensor* lse,
+                                               void* stream);
+
 /* Decode attention: one query per sequence over a paged KV cache (split-KV on CUDA), the result
  * of braid_attention with cu_seqlens_q = {0, 1, ..., batch}.
  *   q          [batch, q_heads, head_dim] float, last dim dense

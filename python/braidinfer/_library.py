@@ -105,6 +105,10 @@ _PROTOTYPES = {
         ctypes.c_int,
         [_T, _T, _T, _T, _T, _T, ctypes.c_int, ctypes.c_float, _T, _T, _S],
     ),
+    "braid_attention_prefill": (
+        ctypes.c_int,
+        [_T, _T, _T, _T, _T, ctypes.c_int, ctypes.c_int, ctypes.c_float, _T, _T, _S],
+    ),
     "braid_attention_decode_workspace_floats": (
         ctypes.c_int64,
         [ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64],

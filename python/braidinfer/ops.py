@@ -30,6 +30,7 @@ __all__ = [
     "softmax",
     "argmax",
     "attention",
+    "attention_prefill",
     "attention_decode",
     "attention_decode_workspace_floats",
     "kv_append",
@@ -260,6 +261,51 @@ def attention(q, cu_seqlens_q, k_pages, v_pages, page_table, kv_lens, causal=Tru
           c.tensor("kv.page_table", page_table), c.tensor("kv.kv_lens", kv_lens),
           ctypes.c_int(1 if causal else 0), ctypes.c_float(softmax_scale),
           c.tensor("out", out, writable=True), c.optional("lse", lse, writable=True))
+    return (out, lse) if return_lse else out
+
+
+def _max_seq_len(op, arg, cu_seqlens):
+    """The largest cu_seqlens[b+1] - cu_seqlens[b], read on the host. A CUDA tensor is copied to
+    the host for it (a device synchronisation), so callers that care pass the value instead."""
+    _need_dims(op, arg, cu_seqlens, 1)
+    if len(cu_seqlens.shape) != 1:
+        return 0  # a malformed argument: the library's check names it
+    if _convert.is_torch(cu_seqlens):
+        values = cu_seqlens.detach().cpu().tolist()
+    else:
+        values = cu_seqlens.tolist()
+    return int(max((b - a for a, b in zip(values, values[1:])), default=0))
+
+
+def attention_prefill(q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q=None, *, causal=True,
+                      softmax_scale=None, out=None, lse=None, return_lse=False, stream=None):
+    """FlashAttention forward over a ragged batch with keys and values in contiguous tensors
+    (see ops.h). Sequence b's queries are rows cu_seqlens_q[b] .. cu_seqlens_q[b+1] of q and its
+    keys/values rows cu_seqlens_kv[b] .. cu_seqlens_kv[b+1] of k/v; the queries are the
+    sequence's last q_len tokens, so causal query i sees keys 0 .. kv_len - q_len + i.
+    q [total_q, q_heads, head_dim] f16/bf16 (f32 on the CPU only); k, v [total_kv, kv_heads,
+    head_dim], kv_heads dividing q_heads (GQA); cu_seqlens_q, cu_seqlens_kv [batch+1] i32.
+    max_seqlen_q: the longest q_len; None computes it from cu_seqlens_q on the host, which for a
+    CUDA tensor means a copy to the host and a synchronisation (pass it to keep the call
+    asynchronous, e.g. for CUDA-graph capture). softmax_scale default 1/sqrt(head_dim).
+    out [total_q, q_heads, head_dim] (allocated like q when None); lse [total_q, q_heads] f32 or
+    None (allocated when return_lse). Returns out, or (out, lse) when return_lse."""
+    op = "attention_prefill"
+    _need_dims(op, "q", q, 3)
+    if max_seqlen_q is None:
+        max_seqlen_q = _max_seq_len(op, "cu_seqlens_q", cu_seqlens_q)
+    if softmax_scale is None:
+        softmax_scale = 1.0 / math.sqrt(_shape(q)[-1])
+    if out is None:
+        out = _convert.empty(q, _shape(q), _convert.tensor_dtype(op, "q", q))
+    if return_lse and lse is None:
+        lse = _convert.empty(q, _shape(q)[:2], "f32")
+    c = _Call(op, stream)
+    c.run(c.tensor("q", q), c.tensor("k", k), c.tensor("v", v),
+          c.tensor("cu_seqlens_q", cu_seqlens_q), c.tensor("cu_seqlens_kv", cu_seqlens_kv),
+          ctypes.c_int(int(max_seqlen_q)), ctypes.c_int(1 if causal else 0),
+          ctypes.c_float(softmax_scale), c.tensor("out", out, writable=True),
+          c.optional("lse", lse, writable=True))
     return (out, lse) if return_lse else out
 
 

@@ -343,6 +343,112 @@ def test_attention_allocates_and_returns_lse(seed):
     assert rel_error(out, out_ref) <= 1e-5 and rel_error(lse, lse_ref) <= 1e-5
 
 
+# ---- attention_prefill (K/V in contiguous tensors) -------------------------------------------
+
+
+def make_ragged(rng, dtype, q_lens, kv_lens, q_heads, kv_heads, head_dim):
+    """q, k, v packed over a ragged batch, their offsets, and each sequence's K and V (what
+    attention_ref takes)."""
+    cu_q = np.concatenate([[0], np.cumsum(q_lens)]).astype(np.int32)
+    cu_kv = np.concatenate([[0], np.cumsum(kv_lens)]).astype(np.int32)
+    q = uniform(rng, (int(cu_q[-1]), q_heads, head_dim), dtype)
+    k = uniform(rng, (int(cu_kv[-1]), kv_heads, head_dim), dtype)
+    v = uniform(rng, (int(cu_kv[-1]), kv_heads, head_dim), dtype)
+    seq_k = [k[cu_kv[b]: cu_kv[b + 1]] for b in range(len(kv_lens))]
+    seq_v = [v[cu_kv[b]: cu_kv[b + 1]] for b in range(len(kv_lens))]
+    return q, k, v, cu_q, cu_kv, seq_k, seq_v
+
+
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["f32", "f16"])
+@pytest.mark.parametrize(
+    "q_lens,kv_lens,q_heads,kv_heads,head_dim",
+    [([5], [5], 4, 4, 64),  # prefill, one sequence
+     ([1, 17, 3], [1, 40, 3], 8, 2, 64),  # ragged; one chunk continuing a cached prefix; GQA 4:1
+     ([3, 0, 6, 1], [10, 7, 6, 33], 7, 1, 128),  # an idle sequence, decode-like row, GQA 7:1
+     ([2, 9], [2, 9], 6, 3, 32)],  # head_dim 32: CPU only (CUDA takes 64/128)
+    ids=["prefill", "ragged_gqa", "chunked_mqa", "d32"])
+def test_attention_prefill(seed, dtype, causal, q_lens, kv_lens, q_heads, kv_heads, head_dim):
+    rng = np.random.default_rng(seed)
+    q, k, v, cu_q, cu_kv, seq_k, seq_v = make_ragged(rng, dtype, q_lens, kv_lens, q_heads,
+                                                     kv_heads, head_dim)
+    scale = 1 / math.sqrt(head_dim)
+    out = poisoned(q.shape, dtype)
+    lse = poisoned(q.shape[:2], np.float32)
+    bi.attention_prefill(q, k, v, cu_q, cu_kv, max(q_lens), causal=causal, softmax_scale=scale,
+                         out=out, lse=lse)
+    out_ref, lse_ref = attention_ref(q, cu_q, seq_k, seq_v, causal, scale)
+    assert rel_error(out, out_ref) <= TOL[dtype]
+    assert rel_error(lse, lse_ref) <= 1e-5
+
+
+def test_attention_prefill_full_with_fewer_keys_than_queries(seed):
+    # Without a mask nothing ties q_len to kv_len (cross-attention-like).
+    rng = np.random.default_rng(seed)
+    q, k, v, cu_q, cu_kv, seq_k, seq_v = make_ragged(rng, np.float32, [6, 4], [2, 4], 4, 2, 64)
+    out = bi.attention_prefill(q, k, v, cu_q, cu_kv, causal=False)
+    out_ref, _ = attention_ref(q, cu_q, seq_k, seq_v, False, 1 / math.sqrt(64))
+    assert rel_error(out, out_ref) <= 1e-5
+
+
+def test_attention_prefill_defaults_and_lse(seed):
+    # max_seqlen_q from cu_seqlens_q, softmax_scale 1/sqrt(head_dim), out and lse allocated.
+    rng = np.random.default_rng(seed)
+    q, k, v, cu_q, cu_kv, seq_k, seq_v = make_ragged(rng, np.float32, [3, 11], [8, 11], 4, 1, 64)
+    out, lse = bi.attention_prefill(q, k, v, cu_q, cu_kv, return_lse=True)
+    assert out.shape == q.shape and out.dtype == np.float32
+    assert lse.shape == (14, 4) and lse.dtype == np.float32
+    out_ref, lse_ref = attention_ref(q, cu_q, seq_k, seq_v, True, 1 / math.sqrt(64))
+    assert rel_error(out, out_ref) <= 1e-5 and rel_error(lse, lse_ref) <= 1e-5
+
+
+def test_attention_prefill_packed_qkv_views(seed):
+    # q, k and v as column slices of one QKV projection output: rows with a stride of
+    # (q_heads + 2 * kv_heads) * head_dim, as a model's forward hands them over.
+    rng = np.random.default_rng(seed)
+    q_heads, kv_heads, d, n = 4, 2, 64, 13
+    qkv = uniform(rng, (n, q_heads + 2 * kv_heads, d), np.float32)
+    q, k, v = qkv[:, :q_heads], qkv[:, q_heads: q_heads + kv_heads], qkv[:, q_heads + kv_heads:]
+    cu = np.array([0, 5, n], np.int32)
+    out = bi.attention_prefill(q, k, v, cu, cu)
+    seq_k = [np.ascontiguousarray(k[cu[b]: cu[b + 1]]) for b in range(2)]
+    seq_v = [np.ascontiguousarray(v[cu[b]: cu[b + 1]]) for b in range(2)]
+    out_ref, _ = attention_ref(q, cu, seq_k, seq_v, True, 1 / math.sqrt(d))
+    assert rel_error(out, out_ref) <= 1e-5
+
+
+def test_attention_prefill_errors_name_the_argument(seed):
+    rng = np.random.default_rng(seed)
+    q, k, v, cu_q, cu_kv, _, _ = make_ragged(rng, np.float32, [3, 5], [4, 5], 4, 2, 32)
+    op = "attention_prefill"
+    expect_error(Status.DTYPE, [op, "argument 'cu_seqlens_q'", "i32", "i64"],
+                 bi.attention_prefill, q, k, v, cu_q.astype(np.int64), cu_kv)
+    expect_error(Status.DTYPE, [op, "argument 'cu_seqlens_kv'", "i32"],
+                 bi.attention_prefill, q, k, v, cu_q, cu_kv.astype(np.int64), 5)
+    k3 = uniform(rng, (9, 3, 32), np.float32)  # 3 KV heads do not divide 4 query heads
+    expect_error(Status.SHAPE, [op, "argument 'k'", "divides"],
+                 bi.attention_prefill, q, k3, k3, cu_q, cu_kv)
+    expect_error(Status.SHAPE, [op, "argument 'v'"],
+                 bi.attention_prefill, q, k, v[:, :1], cu_q, cu_kv)
+    expect_error(Status.DTYPE, [op, "argument 'k'", "f16"],
+                 bi.attention_prefill, q, k.astype(np.float16), v, cu_q, cu_kv)
+    expect_error(Status.SHAPE, [op, "argument 'cu_seqlens_kv'"],
+                 bi.attention_prefill, q, k, v, cu_q, np.array([0, 9], np.int32), 5)
+    expect_error(Status.INVALID_ARGUMENT, [op, "argument 'cu_seqlens_kv'", "last offset"],
+                 bi.attention_prefill, q, k, v, cu_q, np.array([0, 4, 8], np.int32))
+    expect_error(Status.INVALID_ARGUMENT, [op, "argument 'cu_seqlens_q'", "non-decreasing"],
+                 bi.attention_prefill, q, k, v, np.array([0, 6, 3], np.int32), cu_kv, 6)
+    # causal: every sequence needs at least as many keys as queries
+    expect_error(Status.INVALID_ARGUMENT, [op, "argument 'cu_seqlens_kv'", "kv_len >= q_len"],
+                 bi.attention_prefill, q, k, v, cu_q, np.array([0, 2, 9], np.int32))
+    expect_error(Status.INVALID_ARGUMENT, [op, "argument 'max_seqlen_q'"],
+                 bi.attention_prefill, q, k, v, cu_q, cu_kv, 4)
+    expect_error(Status.SHAPE, [op, "argument 'lse'"],
+                 bi.attention_prefill, q, k, v, cu_q, cu_kv, lse=np.zeros((8, 3), np.float32))
+    expect_error(Status.INVALID_ARGUMENT, [op, "argument 'cu_seqlens_q'", "list"],
+                 bi.attention_prefill, q, k, v, [0, 3, 8], cu_kv)
+
+
 # ---- errors ----------------------------------------------------------------------------------
 
 

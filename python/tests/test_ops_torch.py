@@ -1,7 +1,7 @@
 """braidinfer's CUDA ops on PyTorch tensors against the same formulas written in PyTorch (as
-Hugging Face transformers writes them), and attention on CPU tensors against
-F.scaled_dot_product_attention. Skips cleanly without torch, without a CUDA device, or with a
-CPU-only libbraid.so.
+Hugging Face transformers writes them), attention on CPU tensors and attention_prefill on CUDA
+against F.scaled_dot_product_attention in fp32. Skips cleanly without torch, without a CUDA
+device, or with a CPU-only libbraid.so.
 
 Tolerances (‖out − ref‖ / ‖ref‖) as the C++ op tests: bf16 1e-2, f16 2e-3, f32 1e-5; gemm with
 an f32 output 1e-3. Inputs are fresh random each run; the seed is printed with a failure.
@@ -260,10 +260,10 @@ def test_gemm_strided_a_default_out(cuda, gen):
 
 
 def sdpa_reference(q, cu, ks, vs, causal, scale):
-    """Each sequence through F.scaled_dot_product_attention in fp32, GQA by repeat_interleave;
-    the last q_len of kv_len tokens are the queries, so q_len < kv_len needs an explicit
-    bottom-right-aligned causal mask."""
-    out = torch.empty(q.shape, dtype=torch.float32)
+    """Each sequence through F.scaled_dot_product_attention in fp32 on q's device, GQA by
+    repeat_interleave; the last q_len of kv_len tokens are the queries, so q_len < kv_len needs
+    an explicit bottom-right-aligned causal mask."""
+    out = torch.empty(q.shape, dtype=torch.float32, device=q.device)
     for b in range(len(ks)):
         qs = q[cu[b]: cu[b + 1]].float().transpose(0, 1)[None]  # [1, heads, q_len, d]
         q_len, kv_len = qs.shape[2], ks[b].shape[0]
@@ -275,8 +275,8 @@ def sdpa_reference(q, cu, ks, vs, causal, scale):
         if causal and q_len == kv_len:
             o = F.scaled_dot_product_attention(qs, k, v, is_causal=True, scale=scale)
         elif causal:
-            i = torch.arange(q_len)[:, None]
-            j = torch.arange(kv_len)[None, :]
+            i = torch.arange(q_len, device=q.device)[:, None]
+            j = torch.arange(kv_len, device=q.device)[None, :]
             mask = j <= kv_len - q_len + i  # True = attend
             o = F.scaled_dot_product_attention(qs, k, v, attn_mask=mask, scale=scale)
         else:
@@ -316,6 +316,105 @@ def test_attention_cpu_vs_sdpa(gen, dtype, causal, q_lens, kv_lens, q_heads, kv_
                  causal, scale, out=out)
     ref = sdpa_reference(q, cu.tolist(), ks, vs, causal, scale)
     assert rel_error(out, ref) <= TOL[dtype]
+
+
+# ---- attention_prefill (CUDA) vs SDPA --------------------------------------------------------
+
+
+def normal(gen, shape, dtype, device):
+    return torch.randn(shape, generator=gen, dtype=torch.float32).to(dtype).to(device)
+
+
+def prefill_inputs(gen, device, q_lens, kv_lens, q_heads, kv_heads, head_dim,
+                   dtype=torch.bfloat16):
+    """Packed q, k, v of a ragged batch and their i32 offsets (on `device`)."""
+    cu_q = torch.tensor([0] + list(itertools.accumulate(q_lens)), dtype=torch.int32)
+    cu_kv = torch.tensor([0] + list(itertools.accumulate(kv_lens)), dtype=torch.int32)
+    q = normal(gen, (int(cu_q[-1]), q_heads, head_dim), dtype, device)
+    k = normal(gen, (int(cu_kv[-1]), kv_heads, head_dim), dtype, device)
+    v = normal(gen, (int(cu_kv[-1]), kv_heads, head_dim), dtype, device)
+    return q, k, v, cu_q.to(device), cu_kv.to(device)
+
+
+def prefill_reference(q, k, v, cu_q, cu_kv, causal, scale):
+    """sdpa_reference over packed k and v: fp32 on q's device."""
+    cu_q, cu_kv = cu_q.tolist(), cu_kv.tolist()
+    ks = [k[cu_kv[b]: cu_kv[b + 1]] for b in range(len(cu_kv) - 1)]
+    vs = [v[cu_kv[b]: cu_kv[b + 1]] for b in range(len(cu_kv) - 1)]
+    return sdpa_reference(q, cu_q, ks, vs, causal, scale)
+
+
+PREFILL_LENGTHS = {"1": [1], "17": [17], "1000": [1000], "4097": [4097],
+                   "ragged": [1, 17, 1000, 4097]}
+
+
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize("head_dim", [64, 128], ids=["d64", "d128"])
+@pytest.mark.parametrize("q_heads,kv_heads", [(8, 8), (8, 2)], ids=["mha", "gqa4"])
+@pytest.mark.parametrize("lengths", list(PREFILL_LENGTHS), ids=list(PREFILL_LENGTHS))
+def test_attention_prefill_cuda_vs_sdpa(cuda, gen, causal, head_dim, q_heads, kv_heads, lengths):
+    lens = PREFILL_LENGTHS[lengths]
+    q, k, v, cu_q, cu_kv = prefill_inputs(gen, cuda, lens, lens, q_heads, kv_heads, head_dim)
+    scale = 1.0 / math.sqrt(head_dim)
+    out = poisoned(q.shape, torch.bfloat16, cuda)  # rows left unwritten stay NaN and fail
+    bi.attention_prefill(q, k, v, cu_q, cu_kv, max(lens), causal=causal, softmax_scale=scale,
+                         out=out)
+    ref = prefill_reference(q, k, v, cu_q, cu_kv, causal, scale)
+    assert not torch.isnan(out).any()
+    assert rel_error(out, ref) <= 1e-2
+
+
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize("head_dim", [64, 128], ids=["d64", "d128"])
+def test_attention_prefill_cuda_chunked_gqa_and_lse(cuda, gen, causal, head_dim):
+    # Chunks continuing cached prefixes (q_len < kv_len: the causal diagonal aligned to the end),
+    # an idle sequence, a single query over a long prefix; GQA 32:8 as Llama-3-8B. The defaults:
+    # max_seqlen_q read from the CUDA offsets, softmax_scale 1/sqrt(head_dim), out and lse
+    # allocated.
+    q_lens, kv_lens = [5, 300, 0, 1, 129], [20, 1000, 64, 4097, 129]
+    q, k, v, cu_q, cu_kv = prefill_inputs(gen, cuda, q_lens, kv_lens, 32, 8, head_dim)
+    out, lse = bi.attention_prefill(q, k, v, cu_q, cu_kv, causal=causal, return_lse=True)
+    assert out.dtype == torch.bfloat16 and out.device == q.device
+    assert lse.dtype == torch.float32 and lse.shape == q.shape[:2]
+    scale = 1.0 / math.sqrt(head_dim)
+    assert rel_error(out, prefill_reference(q, k, v, cu_q, cu_kv, causal, scale)) <= 1e-2
+    # lse from the scores themselves, in fp32
+    lse_ref = torch.empty(lse.shape, dtype=torch.float32, device=cuda)
+    cq, ckv = cu_q.tolist(), cu_kv.tolist()
+    for b in range(len(q_lens)):
+        if q_lens[b] == 0:
+            continue
+        qs = q[cq[b]: cq[b + 1]].float().transpose(0, 1)  # [heads, q_len, d]
+        ks = k[ckv[b]: ckv[b + 1]].float().transpose(0, 1).repeat_interleave(4, dim=0)
+        s = qs @ ks.transpose(1, 2) * scale
+        if causal:
+            i = torch.arange(q_lens[b], device=cuda)[:, None]
+            j = torch.arange(kv_lens[b], device=cuda)[None, :]
+            s = s.masked_fill(j > kv_lens[b] - q_lens[b] + i, float("-inf"))
+        lse_ref[cq[b]: cq[b + 1]] = torch.logsumexp(s, dim=-1).transpose(0, 1)
+    assert rel_error(lse, lse_ref) <= 1e-3
+
+
+def test_attention_prefill_cuda_packed_qkv_views(cuda, gen):
+    # q, k, v as slices of one QKV output (row stride (q_heads + 2 kv_heads) * head_dim).
+    n, q_heads, kv_heads, d = 777, 16, 4, 128
+    qkv = normal(gen, (n, q_heads + 2 * kv_heads, d), torch.bfloat16, cuda)
+    q, k, v = qkv[:, :q_heads], qkv[:, q_heads: q_heads + kv_heads], qkv[:, q_heads + kv_heads:]
+    cu = torch.tensor([0, 100, n], dtype=torch.int32, device=cuda)
+    out = bi.attention_prefill(q, k, v, cu, cu, 677)
+    ref = prefill_reference(q, k, v, cu, cu, True, 1.0 / math.sqrt(d))
+    assert rel_error(out, ref) <= 1e-2
+
+
+def test_attention_prefill_cuda_unsupported(cuda, gen):
+    q, k, v, cu_q, cu_kv = prefill_inputs(gen, cuda, [4], [4], 2, 2, 64, torch.float32)
+    with pytest.raises(BraidError) as e:
+        bi.attention_prefill(q, k, v, cu_q, cu_kv, 4)  # f32 is CPU-only
+    assert e.value.status == Status.DTYPE and "attention_prefill" in e.value.message
+    q, k, v, cu_q, cu_kv = prefill_inputs(gen, cuda, [4], [4], 2, 2, 96)
+    with pytest.raises(BraidError) as e:
+        bi.attention_prefill(q, k, v, cu_q, cu_kv, 4)  # head_dim 96: not instantiated on CUDA
+    assert e.value.status == Status.UNSUPPORTED and "head_dim" in e.value.message
 
 
 # ---- binding behaviour and errors ------------------------------------------------------------

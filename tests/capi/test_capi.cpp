@@ -296,6 +296,62 @@ TEST(CApi, StatusStrings) {
   EXPECT_STREQ(braid_status_string(static_cast<braid_status>(42)), "unknown status");
 }
 
+// ---- attention_prefill through descriptors ----
+
+// One sequence of 2 queries (its last 2 tokens) over 3 keys, 2 query heads sharing 1 KV head,
+// causal: query i sees keys 0 .. 1 + i. Checked against the softmax written out in double.
+TEST(CApi, AttentionPrefillMatchesFormula) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const int64_t q_len = 2, kv_len = 3, q_heads = 2, d = 8;
+  std::vector<float> q = random_floats(q_len * q_heads * d, seed, -1, 1);
+  std::vector<float> k = random_floats(kv_len * d, seed + 1, -1, 1);
+  std::vector<float> v = random_floats(kv_len * d, seed + 2, -1, 1);
+  std::vector<float> out(q.size(), NAN), lse(q_len * q_heads, NAN);
+  std::vector<int32_t> cu_q{0, int32_t(q_len)}, cu_kv{0, int32_t(kv_len)};
+  std::vector<int64_t> qs{q_len, q_heads, d}, ks{kv_len, 1, d}, cs{2}, ls{q_len, q_heads};
+  braid_tensor tq = cpu_f32(q.data(), qs), tk = cpu_f32(k.data(), ks), tv = cpu_f32(v.data(), ks);
+  braid_tensor to = cpu_f32(out.data(), qs), tl = cpu_f32(lse.data(), ls);
+  braid_tensor tcq = cpu_f32(cu_q.data(), cs), tckv = cpu_f32(cu_kv.data(), cs);
+  tcq.dtype = tckv.dtype = {BRAID_DTYPE_INT, 32, 1};
+  const float scale = 0.35f;
+  ASSERT_EQ(braid_attention_prefill(&tq, &tk, &tv, &tcq, &tckv, int(q_len), 1, scale, &to, &tl,
+                                    nullptr),
+            BRAID_OK)
+      << last_error();
+  for (int64_t i = 0; i < q_len; ++i)
+    for (int64_t h = 0; h < q_heads; ++h) {
+      const int64_t visible = kv_len - q_len + i + 1;
+      std::vector<double> p(visible);
+      double m = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < visible; ++j) {
+        double s = 0;
+        for (int64_t e = 0; e < d; ++e) s += double(q[(i * q_heads + h) * d + e]) * k[j * d + e];
+        p[j] = s * scale;
+        m = std::max(m, p[j]);
+      }
+      for (double& x : p) sum += (x = std::exp(x - m));
+      EXPECT_NEAR(lse[i * q_heads + h], m + std::log(sum), 1e-5);
+      for (int64_t e = 0; e < d; ++e) {
+        double o = 0;
+        for (int64_t j = 0; j < visible; ++j) o += p[j] / sum * v[j * d + e];
+        EXPECT_NEAR(out[(i * q_heads + h) * d + e], o, 1e-5);
+      }
+    }
+  // lse is optional (NULL); offsets of the wrong dtype are named
+  EXPECT_EQ(braid_attention_prefill(&tq, &tk, &tv, &tcq, &tckv, int(q_len), 0, scale, &to,
+                                    nullptr, nullptr),
+            BRAID_OK)
+      << last_error();
+  tckv.dtype = {BRAID_DTYPE_INT, 64, 1};
+  std::vector<int64_t> cu_kv64{0, kv_len};
+  tckv.data = cu_kv64.data();
+  EXPECT_EQ(braid_attention_prefill(&tq, &tk, &tv, &tcq, &tckv, int(q_len), 1, scale, &to, &tl,
+                                    nullptr),
+            BRAID_ERR_DTYPE);
+  expect_message_has({"attention_prefill", "argument 'cu_seqlens_kv'", "i32", "i64"});
+}
+
 TEST(CApi, VersionAndDeviceCount) {
   const std::string v = braid_version();
   EXPECT_EQ(std::count(v.begin(), v.end(), '.'), 2) << v;

@@ -1,0 +1,39 @@
+"""Side-by-side comparisons of braidinfer's kernels with PyTorch, in one process on the GPU
+machine (needs torch with CUDA, and triton for the timings it prefers):
+
+    python3 -m braidinfer.compare attention [--sweep] [--json FILE]
+        attention_prefill beside naive PyTorch attention and SDPA (FlashAttention-2, cuDNN) on
+        the ANCHORS.md attention-forward configurations (braidinfer/compare_attention.py)
+    python3 -m braidinfer.compare decode [--json FILE]
+        attention_decode beside SDPA on the ANCHORS.md decode shapes
+        (braidinfer/compare_decode.py; also python3 -m braidinfer.compare_decode)
+
+Run from the repository root with the package and a CUDA build of the library:
+
+    PYTHONPATH=python BRAIDINFER_LIBRARY=<dir with libbraid.so> \\
+        python3 -m braidinfer.compare attention --json out.json
+"""
+
+import importlib
+import sys
+
+# subcommand -> module of this package with a main(argv) (imported only when chosen, so that
+# --help works without torch)
+SUBCOMMANDS = {"attention": "compare_attention", "decode": "compare_decode"}
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    if argv[0] not in SUBCOMMANDS:
+        print(f"braidinfer.compare: unknown comparison '{argv[0]}' (choose from "
+              f"{', '.join(SUBCOMMANDS)})", file=sys.stderr)
+        return 2
+    module = importlib.import_module("." + SUBCOMMANDS[argv[0]], __package__ or "braidinfer")
+    return module.main(argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
