@@ -54,6 +54,7 @@ void add_bench_commands(CLI::App& app, int& exit_code) {
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks");
   bench->require_subcommand(1);
   add_bench_decode_command(bench, exit_code);
+  add_bench_attention_command(bench, exit_code);
   add_bench_attention_decode_command(bench, exit_code);
   add_bench_gemv_command(bench, exit_code);
 

@@ -11,6 +11,7 @@ void add_bench_commands(CLI::App& app, int& exit_code);
 void add_generate_command(CLI::App& app, int& exit_code);
 // Subcommands of `bench`, each in its own file.
 void add_bench_decode_command(CLI::App* bench, int& exit_code);
+void add_bench_attention_command(CLI::App* bench, int& exit_code);
 void add_bench_attention_decode_command(CLI::App* bench, int& exit_code);
 void add_bench_gemv_command(CLI::App* bench, int& exit_code);
 

@@ -53,6 +53,9 @@ struct CeilingsOptions {
 // benchmarks that read their rows against the copy ceiling of the same run. Each row is passed
 // to `add`; ceilings_from_rows of them gives the copy ceiling.
 void measure_copy_ceiling(bool quick, int device, const std::function<void(ResultRow)>& add);
+// Likewise the bf16 GEMM rows alone (the plan's GEMM shapes through ops::gemm, no GEMV), for
+// benchmarks of compute-bound ops; ceilings_from_rows of them gives the GEMM ceiling.
+void measure_gemm_ceiling(bool quick, int device, const std::function<void(ResultRow)>& add);
 
 // Measures everything in the plan on CUDA device `options.device` and returns the run, with
 // device info, ceilings and provenance filled in. Throws braid::Error (unsupported) without a

@@ -115,8 +115,8 @@ size_t gemm_set_bytes(const GemmShape& s) {
   return 2 * static_cast<size_t>(s.m * s.k + s.n * s.k + s.m * s.n);
 }
 
-void measure_gemms(const CeilingsPlan& plan, const DeviceInfo& info, Device dev,
-                   const AddRow& add) {
+void measure_gemm_rows(const CeilingsPlan& plan, const DeviceInfo& info, Device dev,
+                       const AddRow& add) {
   for (const GemmShape& s : plan.gemms) {
     TimingConfig cfg = plan.gemm_timing;
     cfg.sets = rotating_sets(gemm_set_bytes(s), info.l2_bytes, 1);
@@ -124,6 +124,11 @@ void measure_gemms(const CeilingsPlan& plan, const DeviceInfo& info, Device dev,
     const Stats st = time_gemm(g, cfg, fmt::format("gemm {}x{}x{}", s.m, s.n, s.k));
     add(gemm_row(s, st, timing_label(cfg)));
   }
+}
+
+void measure_gemms(const CeilingsPlan& plan, const DeviceInfo& info, Device dev,
+                   const AddRow& add) {
+  measure_gemm_rows(plan, info, dev, add);
   TimingConfig cfg = plan.gemv_timing;
   cfg.sets = rotating_sets(gemm_set_bytes(plan.gemv), info.l2_bytes, plan.gemv_min_sets);
   const GemmSets g = make_gemm_sets(plan.gemv, cfg.sets, dev);
@@ -171,6 +176,14 @@ void measure_launch_costs(const CeilingsPlan& plan, Device dev, const AddRow& ad
 
 void measure_copy_ceiling(bool quick, int device, const std::function<void(ResultRow)>& add) {
   measure_copies(ceilings_plan(quick), Device::cuda(device), add);
+  cuda_allocator::empty_cache();
+}
+
+void measure_gemm_ceiling(bool quick, int device, const std::function<void(ResultRow)>& add) {
+  std::string reason;
+  const auto info = query_device(device, &reason);
+  if (!info) throw Error(ErrorKind::unsupported, "bench gemm ceiling: " + reason);
+  measure_gemm_rows(ceilings_plan(quick), *info, Device::cuda(device), add);
   cuda_allocator::empty_cache();
 }
 

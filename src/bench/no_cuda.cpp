@@ -37,6 +37,7 @@ void launch_minimal_rw_kernel(const int*, int*, Stream) { no_cuda("minimal_rw_ke
 
 Report run_ceilings(const CeilingsOptions&) { no_cuda("bench ceilings"); }
 void measure_copy_ceiling(bool, int, const std::function<void(ResultRow)>&) { no_cuda("bench copy ceiling"); }
+void measure_gemm_ceiling(bool, int, const std::function<void(ResultRow)>&) { no_cuda("bench gemm ceiling"); }
 Report run_decode(const DecodeOptions&) { no_cuda("bench decode"); }
 
 }  // namespace braid::bench

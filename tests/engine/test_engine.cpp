@@ -68,6 +68,31 @@ TEST_P(EngineConsistency, CudaBf16MatchesCpu) {
   EXPECT_LE(rel(gpu.step({5}), cpu.step({5})), 3e-2);  // one decode step
 }
 
+// head_dim 64 and 128 take the FlashAttention kernel for prefill: a 150-token prompt (three
+// 64-row query tiles) whole and in chunks of 64 (queries shorter than the cached keys), bf16 on
+// the GPU against the fp32 CPU engine.
+TEST(EngineFlashPrefill, CudaHeadDim64And128MatchCpu) {
+  BRAID_REQUIRE_CUDA();
+  for (int head_dim : {64, 128}) {
+    SCOPED_TRACE("head_dim " + std::to_string(head_dim));
+    TinyModelSpec spec;
+    spec.head_dim = head_dim;
+    TinyModelDir dir(spec);
+    engine::EngineOptions big;
+    big.max_step_tokens = 256;
+    engine::Engine cpu(dir.path(), big);
+    const auto prompt = prompt_of(150, cpu.config().vocab_size, 5);
+    const auto ref = cpu.step(prompt, true);
+    for (int chunk : {256, 64}) {
+      engine::EngineOptions o;
+      o.device = Device::cuda();
+      o.max_step_tokens = chunk;
+      engine::Engine gpu(dir.path(), o);
+      EXPECT_LE(rel(gpu.step(prompt, true), ref), 3e-2) << "chunks of " << chunk;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, EngineConsistency, ::testing::ValuesIn(specs()),
                          [](const auto& info) {
                            std::string a = info.param.arch;

@@ -3,6 +3,7 @@
 // attention() over a paged cache does for f16/bf16 with head_dim 64 or 128 and 16-byte aligned
 // rows, and otherwise keeps its simple exact kernel (attention_paged.cu).
 #include <string>
+#include <utility>
 
 #include "ops/check.h"
 #include "ops/cuda/attention/flash_prefill.h"
@@ -42,16 +43,11 @@ flash::Params common_params(const Tensor& q, const Tensor& out, const Tensor& ls
 
 void launch(const flash::Params& p, DType dtype, int64_t head_dim, bool paged, int64_t batch,
             int64_t max_q, Stream stream) {
-  const int64_t m_blocks = (max_q + flash::kBlockM - 1) / flash::kBlockM;
-  if (batch > 65535 || m_blocks > 65535)
-    check::fail(ErrorKind::unsupported, "attention_prefill", "cu_seqlens_q",
-                "at most 65535 sequences and 65535 * 64 queries per sequence",
-                std::to_string(batch) + " sequences, up to " + std::to_string(max_q) + " queries");
   auto s = static_cast<cudaStream_t>(stream.handle);
   if (head_dim == 64)
-    flash::launch<64>(p, dtype, paged, static_cast<int>(batch), static_cast<int>(m_blocks), s);
+    flash::launch<64>(p, dtype, paged, batch, max_q, s);
   else
-    flash::launch<128>(p, dtype, paged, static_cast<int>(batch), static_cast<int>(m_blocks), s);
+    flash::launch<128>(p, dtype, paged, batch, max_q, s);
 }
 
 }  // namespace

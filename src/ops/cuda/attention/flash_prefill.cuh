@@ -1,5 +1,5 @@
 // FlashAttention forward on tensor cores (mma.sync m16n8k16, fp32 accumulation), the FlashAttention-2
-// schedule: a block owns kBlockM = 64 query rows of one (sequence, query head), 16 rows per warp,
+// schedule: a block owns kBlockM = 16 * kWarps query rows of one (sequence, query head), 16 per warp,
 // and walks the visible keys kBlockN = 64 at a time:
 //   S = Q K^T          (Q's fragments stay in registers; K from shared memory by ldmatrix)
 //   online softmax     (running max m and sum l per row, in log2 units: exp2 of pre-scaled S)
@@ -107,32 +107,35 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   }
 }
 
-// A [64][D] tile of T in shared memory, 16-byte chunks swizzled by row.
-template <int D>
+// A [kRows][D] tile of T in shared memory, 16-byte chunks swizzled by row.
+template <int D, int kRows = kBlockN>
 struct Tile {
   static constexpr int kChunks = D / 8;  // 16-byte chunks per row
-  static constexpr int kBytes = 64 * D * 2;
+  static constexpr int kBytes = kRows * D * 2;
   __device__ static __forceinline__ uint32_t offset(int row, int chunk) {
     return static_cast<uint32_t>((row * kChunks + (chunk ^ (row & 7))) * 16);
   }
 };
 
-// Copies rows [0, 64) of a tile (row r from src(r), valid while r < rows) into shared memory.
-template <int D, typename RowPtr>
+// Copies rows [0, kRows) of a tile (row r from src(r), valid while r < rows) into shared memory,
+// with the block's kThreadCount threads.
+template <int D, int kRows, int kThreadCount, typename RowPtr>
 __device__ __forceinline__ void load_tile(uint32_t smem, int rows, RowPtr src) {
   constexpr int kChunks = D / 8;
-  constexpr int kRowsPerPass = kThreads / kChunks;
+  constexpr int kRowsPerPass = kThreadCount / kChunks;
   const int chunk = threadIdx.x % kChunks;
 #pragma unroll
-  for (int r = threadIdx.x / kChunks; r < 64; r += kRowsPerPass) {
+  for (int r = threadIdx.x / kChunks; r < kRows; r += kRowsPerPass) {
     const bool valid = r < rows;  // rows >= 1: row 0 is a valid address for the zero-fill
     cp_async16(smem + Tile<D>::offset(r, chunk), src(valid ? r : 0) + chunk * 16, valid);
   }
 }
 
-template <typename T, int D, bool kPaged>
-__global__ void __launch_bounds__(kThreads) flash_prefill_kernel(Params p) {
+template <typename T, int D, bool kPaged, int kWarps>
+__global__ void __launch_bounds__(kWarps * 32) flash_prefill_kernel(Params p) {
   extern __shared__ __align__(128) unsigned char smem[];
+  constexpr int kThreads = kWarps * 32;
+  constexpr int kBlockM = 16 * kWarps;  // query rows per block
   constexpr int kDTiles = D / 8;    // n-tiles of O (8 columns each)
   constexpr int kDSteps = D / 16;   // k-steps of S = Q K^T
   constexpr int kNTiles = kBlockN / 8;
@@ -152,7 +155,7 @@ __global__ void __launch_bounds__(kThreads) flash_prefill_kernel(Params p) {
   const int n_tiles = (n_end + kBlockN - 1) / kBlockN;
 
   const uint32_t sQ = smem_addr(smem);
-  const uint32_t sK = sQ + Tile<D>::kBytes;            // two buffers
+  const uint32_t sK = sQ + Tile<D, kBlockM>::kBytes;   // two buffers
   const uint32_t sV = sK + 2 * Tile<D>::kBytes;        // two buffers
 
   const char* q_base = static_cast<const char*>(p.q) +
@@ -167,11 +170,11 @@ __global__ void __launch_bounds__(kThreads) flash_prefill_kernel(Params p) {
 
   auto load_kv = [&](int tile, int buf) {
     const int n0 = tile * kBlockN, rows = min(kBlockN, kv_len - n0);
-    load_tile<D>(sK + buf * Tile<D>::kBytes, rows, [&](int r) { return ks.row(n0 + r); });
-    load_tile<D>(sV + buf * Tile<D>::kBytes, rows, [&](int r) { return vs.row(n0 + r); });
+    load_tile<D, kBlockN, kThreads>(sK + buf * Tile<D>::kBytes, rows, [&](int r) { return ks.row(n0 + r); });
+    load_tile<D, kBlockN, kThreads>(sV + buf * Tile<D>::kBytes, rows, [&](int r) { return vs.row(n0 + r); });
   };
 
-  load_tile<D>(sQ, min(kBlockM, q_len - m0), q_row);
+  load_tile<D, kBlockM, kThreads>(sQ, min(kBlockM, q_len - m0), q_row);
   if (n_tiles > 0) load_kv(0, 0);
   cp_async_commit();
 
@@ -335,9 +338,9 @@ __global__ void __launch_bounds__(kThreads) flash_prefill_kernel(Params p) {
 }
 
 // Dynamic shared memory of one block: Q, two K and two V tiles.
-template <int D>
+template <int D, int kWarps>
 constexpr int smem_bytes() {
-  return 5 * Tile<D>::kBytes;
+  return Tile<D, 16 * kWarps>::kBytes + 4 * Tile<D>::kBytes;
 }
 
 }  // namespace braid::cuda::flash

@@ -10,10 +10,7 @@
 
 namespace braid::cuda::flash {
 
-constexpr int kBlockM = 64;  // query rows per block
-constexpr int kBlockN = 64;  // keys per tile
-constexpr int kWarps = 4;    // 16 query rows each
-constexpr int kThreads = kWarps * 32;
+constexpr int kBlockN = 64;  // keys per tile (a block's query rows: 16 per warp)
 
 struct Params {
   const void* q;
@@ -32,8 +29,10 @@ struct Params {
   bool causal;
 };
 
-// Grid: (q_heads, batch, m_blocks); m_blocks * 64 must cover the longest q_len.
+// Launches (q_heads, batch, query tiles) blocks; max_q bounds the longest q_len. Throws
+// ErrorKind::unsupported past the grid's limits (65535 sequences or query tiles).
 template <int D>
-void launch(const Params& p, DType dtype, bool paged, int batch, int m_blocks, cudaStream_t stream);
+void launch(const Params& p, DType dtype, bool paged, int64_t batch, int64_t max_q,
+            cudaStream_t stream);
 
 }  // namespace braid::cuda::flash

@@ -1,39 +1,12 @@
 // The FlashAttention kernel for head_dim 128 (f16/bf16, contiguous or paged K/V).
-#include "core/cuda_check.h"
-#include "ops/cuda/attention/flash_prefill.cuh"
-#include "ops/cuda/attention/flash_prefill.h"
+#include "ops/cuda/attention/flash_prefill_launch.cuh"
 
 namespace braid::cuda::flash {
 
-namespace {
-
-template <typename T, bool kPaged>
-void launch_typed(const Params& p, int batch, int m_blocks, cudaStream_t stream) {
-  constexpr int kSmem = smem_bytes<128>();
-  // Past 48 KB of dynamic shared memory a kernel must opt in, once.
-  static const bool opted_in = [] {
-    BRAID_CUDA_CHECK(cudaFuncSetAttribute(flash_prefill_kernel<T, 128, kPaged>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-    return true;
-  }();
-  (void)opted_in;
-  const dim3 grid(static_cast<unsigned>(p.q_heads), static_cast<unsigned>(batch),
-                  static_cast<unsigned>(m_blocks));
-  flash_prefill_kernel<T, 128, kPaged><<<grid, kThreads, kSmem, stream>>>(p);
-  BRAID_CUDA_CHECK_LAUNCH();
-}
-
-}  // namespace
-
 template <>
-void launch<128>(const Params& p, DType dtype, bool paged, int batch, int m_blocks,
+void launch<128>(const Params& p, DType dtype, bool paged, int64_t batch, int64_t max_q,
                 cudaStream_t stream) {
-  if (dtype == DType::bf16) {
-    if (paged) return launch_typed<__nv_bfloat16, true>(p, batch, m_blocks, stream);
-    return launch_typed<__nv_bfloat16, false>(p, batch, m_blocks, stream);
-  }
-  if (paged) return launch_typed<__half, true>(p, batch, m_blocks, stream);
-  launch_typed<__half, false>(p, batch, m_blocks, stream);
+  launch_any<128>(p, dtype, paged, batch, max_q, stream);
 }
 
 }  // namespace braid::cuda::flash

@@ -1,0 +1,62 @@
+// The launcher behind flash::launch<D>, included by the one .cu per head_dim that instantiates it.
+#pragma once
+
+#include <cstdlib>
+#include <string>
+
+#include "core/cuda_check.h"
+#include "ops/check.h"
+#include "ops/cuda/attention/flash_prefill.cuh"
+#include "ops/cuda/attention/flash_prefill.h"
+
+namespace braid::cuda::flash {
+
+template <typename T, int D, bool kPaged, int kWarps>
+void launch_typed(const Params& p, int64_t batch, int64_t m_blocks, cudaStream_t stream) {
+  constexpr int kSmem = smem_bytes<D, kWarps>();
+  // Past 48 KB of dynamic shared memory a kernel must opt in, once.
+  static const bool opted_in = [] {
+    BRAID_CUDA_CHECK(cudaFuncSetAttribute(flash_prefill_kernel<T, D, kPaged, kWarps>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    return true;
+  }();
+  (void)opted_in;
+  const dim3 grid(static_cast<unsigned>(p.q_heads), static_cast<unsigned>(batch),
+                  static_cast<unsigned>(m_blocks));
+  flash_prefill_kernel<T, D, kPaged, kWarps><<<grid, kWarps * 32, kSmem, stream>>>(p);
+  BRAID_CUDA_CHECK_LAUNCH();
+}
+
+// Warps per block (16 query rows each): 4 unless BRAID_FLASH_WARPS=8 (tuning experiment).
+inline int flash_warps() {
+  static const int warps = [] {
+    const char* e = std::getenv("BRAID_FLASH_WARPS");
+    return e && std::string(e) == "8" ? 8 : 4;
+  }();
+  return warps;
+}
+
+template <int D, int kWarps>
+void launch_warps(const Params& p, DType dtype, bool paged, int64_t batch, int64_t max_q,
+                  cudaStream_t stream) {
+  const int64_t m_blocks = (max_q + 16 * kWarps - 1) / (16 * kWarps);
+  if (batch > 65535 || m_blocks > 65535)
+    check::fail(ErrorKind::unsupported, "attention_prefill", "cu_seqlens_q",
+                "at most 65535 sequences and 65535 query tiles of " + std::to_string(16 * kWarps),
+                std::to_string(batch) + " sequences, up to " + std::to_string(max_q) + " queries");
+  if (dtype == DType::bf16) {
+    if (paged) return launch_typed<__nv_bfloat16, D, true, kWarps>(p, batch, m_blocks, stream);
+    return launch_typed<__nv_bfloat16, D, false, kWarps>(p, batch, m_blocks, stream);
+  }
+  if (paged) return launch_typed<__half, D, true, kWarps>(p, batch, m_blocks, stream);
+  launch_typed<__half, D, false, kWarps>(p, batch, m_blocks, stream);
+}
+
+template <int D>
+void launch_any(const Params& p, DType dtype, bool paged, int64_t batch, int64_t max_q,
+                cudaStream_t stream) {
+  if (flash_warps() == 8) return launch_warps<D, 8>(p, dtype, paged, batch, max_q, stream);
+  launch_warps<D, 4>(p, dtype, paged, batch, max_q, stream);
+}
+
+}  // namespace braid::cuda::flash
