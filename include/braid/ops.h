@@ -175,7 +175,8 @@ void attention(const Tensor& q, const Tensor& cu_seqlens_q, const PagedKV& kv, b
 //                 undefined
 // Memory is O(tokens): no score matrix is stored. Index values (offsets, max_seqlen_q) are
 // checked on the CPU and trusted on CUDA (no host synchronisation). On CUDA head_dim must be 64 or
-// 128 (others: ErrorKind::unsupported; attention() over a paged cache takes any up to 256).
+// 128 and softmax_scale > 0 (others: ErrorKind::unsupported; attention() over a paged cache takes
+// any head_dim up to 256 and any finite scale).
 void attention_prefill(const Tensor& q, const Tensor& k, const Tensor& v,
                        const Tensor& cu_seqlens_q, const Tensor& cu_seqlens_kv, int max_seqlen_q,
                        bool causal, float softmax_scale, const Tensor& out, const Tensor& lse,

@@ -62,6 +62,9 @@ void attention_prefill(const Tensor& q, const Tensor& k, const Tensor& v, const 
       check::fail(ErrorKind::unsupported, op, name,
                   "16-byte aligned data and row stride on CUDA (rows move in 16-byte chunks)",
                   describe(*t));
+  if (!(softmax_scale > 0.0f))
+    check::fail(ErrorKind::unsupported, op, "softmax_scale", "a softmax_scale > 0 on CUDA",
+                std::to_string(softmax_scale));
   flash::Params p = common_params(q, out, lse, softmax_scale, causal);
   p.k = k.data;
   p.v = v.data;
@@ -76,7 +79,8 @@ void attention_prefill(const Tensor& q, const Tensor& k, const Tensor& v, const 
 bool attention_flash_paged(const Tensor& q, const Tensor& cu_seqlens_q, const ops::PagedKV& kv,
                            bool causal, float softmax_scale, const Tensor& out, const Tensor& lse,
                            Stream stream) {
-  if (!flash_shape(q, out)) return false;  // k/v pages are contiguous rows of whole heads
+  // k/v pages are contiguous rows of whole heads; the kernel's softmax assumes a positive scale.
+  if (!flash_shape(q, out) || !(softmax_scale > 0.0f)) return false;
   flash::Params p = common_params(q, out, lse, softmax_scale, causal);
   p.k = kv.k_pages.data;
   p.v = kv.v_pages.data;

@@ -95,6 +95,13 @@ __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint3
   }
 }
 
+// 2^x with the SFU's approximation (about 2 ulp; 2^-inf = 0), one instruction.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Two floats as one register of two T (the mma's operand packing: low half = first).
 template <typename T>
 __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
@@ -215,12 +222,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_prefill_kernel(Params p) {
       }
     }
 
-    // Scores in log2 units (any sign of the scale), then the masks: only on tiles past the first
-    // row's diagonal or the last key.
-#pragma unroll
-    for (int j = 0; j < kNTiles; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[j][e] *= p.scale_log2;
+    // Masks on the raw scores, only on tiles past the first row's diagonal or the last key.
     const int n0 = tile * kBlockN;
     const bool needs_mask = n0 + kBlockN > kv_len || (p.causal && n0 + kBlockN - 1 > m0 + diag);
     if (needs_mask) {
@@ -235,8 +237,9 @@ __global__ void __launch_bounds__(kWarps * 32) flash_prefill_kernel(Params p) {
       }
     }
 
-    // Online softmax in log2 units; the 4 lanes of a quad share rows g and g + 8.
-    float mx_lo = m_lo, mx_hi = m_hi;
+    // Online softmax in log2 units (m is the max of score * scale_log2; the scale is > 0, so the
+    // raw scores' max scales to it); the 4 lanes of a quad share rows g and g + 8.
+    float mx_lo = -INFINITY, mx_hi = -INFINITY;
 #pragma unroll
     for (int j = 0; j < kNTiles; ++j) {
       mx_lo = fmaxf(mx_lo, fmaxf(s[j][0], s[j][1]));
@@ -247,19 +250,21 @@ __global__ void __launch_bounds__(kWarps * 32) flash_prefill_kernel(Params p) {
       mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
       mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
     }
+    mx_lo = fmaxf(m_lo, mx_lo * p.scale_log2);
+    mx_hi = fmaxf(m_hi, mx_hi * p.scale_log2);
     // A row with nothing visible yet keeps max -inf: subtract 0 instead (its p are all 0).
     const float base_lo = mx_lo == -INFINITY ? 0.0f : mx_lo;
     const float base_hi = mx_hi == -INFINITY ? 0.0f : mx_hi;
-    const float alpha_lo = exp2f(m_lo - base_lo), alpha_hi = exp2f(m_hi - base_hi);
+    const float alpha_lo = fast_exp2(m_lo - base_lo), alpha_hi = fast_exp2(m_hi - base_hi);
     m_lo = mx_lo;
     m_hi = mx_hi;
     float sum_lo = 0.0f, sum_hi = 0.0f;
 #pragma unroll
     for (int j = 0; j < kNTiles; ++j) {
-      s[j][0] = exp2f(s[j][0] - base_lo);
-      s[j][1] = exp2f(s[j][1] - base_lo);
-      s[j][2] = exp2f(s[j][2] - base_hi);
-      s[j][3] = exp2f(s[j][3] - base_hi);
+      s[j][0] = fast_exp2(fmaf(s[j][0], p.scale_log2, -base_lo));
+      s[j][1] = fast_exp2(fmaf(s[j][1], p.scale_log2, -base_lo));
+      s[j][2] = fast_exp2(fmaf(s[j][2], p.scale_log2, -base_hi));
+      s[j][3] = fast_exp2(fmaf(s[j][3], p.scale_log2, -base_hi));
       sum_lo += s[j][0] + s[j][1];
       sum_hi += s[j][2] + s[j][3];
     }

@@ -25,7 +25,7 @@ struct Params {
   const int32_t* kv_lens;        // paged K/V: [batch]
   int max_pages, page_size;
   int q_heads, kv_heads;
-  float scale_log2;  // softmax_scale * log2(e)
+  float scale_log2;  // softmax_scale * log2(e), > 0
   bool causal;
 };
 

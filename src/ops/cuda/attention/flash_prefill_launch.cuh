@@ -8,6 +8,7 @@
 #include "ops/check.h"
 #include "ops/cuda/attention/flash_prefill.cuh"
 #include "ops/cuda/attention/flash_prefill.h"
+#include "ops/cuda/attention/flash_prefill_sm90.cuh"
 
 namespace braid::cuda::flash {
 
@@ -27,11 +28,13 @@ void launch_typed(const Params& p, int64_t batch, int64_t m_blocks, cudaStream_t
   BRAID_CUDA_CHECK_LAUNCH();
 }
 
-// Warps per block (16 query rows each): 4 unless BRAID_FLASH_WARPS=8 (tuning experiment).
+// Warps per block (16 query rows each): 8, unless BRAID_FLASH_WARPS=4. On the H100 8 warps (128
+// query rows sharing each K/V tile) ran the ANCHORS shapes 1.1-1.4x faster than 4
+// (docs/perf/attention.md); both stay built for comparison.
 inline int flash_warps() {
   static const int warps = [] {
     const char* e = std::getenv("BRAID_FLASH_WARPS");
-    return e && std::string(e) == "8" ? 8 : 4;
+    return e && std::string(e) == "4" ? 4 : 8;
   }();
   return warps;
 }
@@ -52,9 +55,56 @@ void launch_warps(const Params& p, DType dtype, bool paged, int64_t batch, int64
   launch_typed<__half, D, false, kWarps>(p, batch, m_blocks, stream);
 }
 
+template <typename T, int D, bool kPaged>
+void launch_sm90_typed(const Params& p, int64_t batch, int64_t m_blocks, cudaStream_t stream) {
+  constexpr int kSmem = sm90::smem_bytes<D>();
+  static const bool opted_in = [] {
+    BRAID_CUDA_CHECK(cudaFuncSetAttribute(sm90::flash_prefill_sm90_kernel<T, D, kPaged>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    return true;
+  }();
+  (void)opted_in;
+  const dim3 grid(static_cast<unsigned>(p.q_heads), static_cast<unsigned>(batch),
+                  static_cast<unsigned>(m_blocks));
+  sm90::flash_prefill_sm90_kernel<T, D, kPaged><<<grid, sm90::kThreads, kSmem, stream>>>(p);
+  BRAID_CUDA_CHECK_LAUNCH();
+}
+
+// The wgmma kernel: only where this build has sm_90a code and the GPU is compute capability 9.0,
+// and (while it is being brought up) only with BRAID_FLASH_SM90=1.
+inline bool use_sm90() {
+  static const bool use = [] {
+    const char* e = std::getenv("BRAID_FLASH_SM90");
+    if (!(e && std::string(e) == "1")) return false;
+    int dev = 0, major = 0, minor = 0;
+    BRAID_CUDA_CHECK(cudaGetDevice(&dev));
+    BRAID_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    BRAID_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    return major == 9 && minor == 0;
+  }();
+  return use;
+}
+
+template <int D>
+void launch_sm90(const Params& p, DType dtype, bool paged, int64_t batch, int64_t max_q,
+                 cudaStream_t stream) {
+  const int64_t m_blocks = (max_q + sm90::kBlockM - 1) / sm90::kBlockM;
+  if (batch > 65535 || m_blocks > 65535)
+    check::fail(ErrorKind::unsupported, "attention_prefill", "cu_seqlens_q",
+                "at most 65535 sequences and 65535 query tiles of 128",
+                std::to_string(batch) + " sequences, up to " + std::to_string(max_q) + " queries");
+  if (dtype == DType::bf16) {
+    if (paged) return launch_sm90_typed<__nv_bfloat16, D, true>(p, batch, m_blocks, stream);
+    return launch_sm90_typed<__nv_bfloat16, D, false>(p, batch, m_blocks, stream);
+  }
+  if (paged) return launch_sm90_typed<__half, D, true>(p, batch, m_blocks, stream);
+  launch_sm90_typed<__half, D, false>(p, batch, m_blocks, stream);
+}
+
 template <int D>
 void launch_any(const Params& p, DType dtype, bool paged, int64_t batch, int64_t max_q,
                 cudaStream_t stream) {
+  if (use_sm90()) return launch_sm90<D>(p, dtype, paged, batch, max_q, stream);
   if (flash_warps() == 8) return launch_warps<D, 8>(p, dtype, paged, batch, max_q, stream);
   launch_warps<D, 4>(p, dtype, paged, batch, max_q, stream);
 }

@@ -1,0 +1,286 @@
+// FlashAttention forward on Hopper's warpgroup MMA (wgmma), the same schedule as the mma.sync kernel
+// in flash_prefill.cuh with the products moved to the instructions Hopper runs at full rate:
+//   a block = 2 warpgroups x 64 query rows; key tiles of kBlockN = 128;
+//   S = Q K^T      wgmma m64n128k16, A (Q) and B (K) read from shared memory through descriptors;
+//   softmax        in registers: wgmma's accumulator layout gives each warp 16 rows, a lane rows g
+//                  and g + 8, exactly as mma.sync's does, so the online softmax is unchanged;
+//   O += P V       wgmma m64nDk16 with A = P from registers (S's accumulators re-packed) and
+//                  B = V from shared memory, transposed by the instruction (V's rows are keys).
+// Tiles live in shared memory in wgmma's 128-byte-swizzle layout: 64 columns (128 bytes) per row
+// and region, rows contiguous, 16-byte chunks XOR-ed with row % 8, a D = 128 tile being two such
+// regions side by side. cp.async fills them (double-buffered K/V, as the mma.sync kernel), and a
+// proxy fence makes those generic-proxy writes visible to wgmma's async-proxy reads.
+// Not yet here (docs/perf/attention.md): TMA loads, a producer warpgroup, and softmax overlapped
+// with the next tile's products.
+#pragma once
+
+#include "ops/cuda/attention/flash_prefill.cuh"
+#include "ops/cuda/attention/wgmma_ops.cuh"
+
+namespace braid::cuda::flash::sm90 {
+
+constexpr int kBlockM = 128;  // 2 warpgroups x 64 rows
+constexpr int kTileN = 128;   // keys per tile
+constexpr int kThreads = 256;
+
+// Byte offset of 16-byte chunk c8 (columns 8 c8 .. 8 c8 + 7) of row r in a [rows][D] tile.
+template <int kRows>
+__device__ __forceinline__ uint32_t sw128(int r, int c8) {
+  return static_cast<uint32_t>((c8 / 8) * kRows * 128 + r * 128 + (((c8 % 8) ^ (r & 7)) * 16));
+}
+
+// A wgmma shared-memory descriptor, 128-byte swizzle; lbo/sbo in bytes.
+__device__ __forceinline__ uint64_t descriptor(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  return (uint64_t{(addr >> 4) & 0x3fffu}) | (uint64_t{(lbo >> 4) & 0x3fffu} << 16) |
+         (uint64_t{(sbo >> 4) & 0x3fffu} << 32) | (uint64_t{1} << 62);
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// Pins accumulator registers at this point of the program: the compiler sees wgmma's outputs as
+// ready when its asm statement ends, not at the wait, so without this it may read or write them
+// while the asynchronous product is still in flight.
+template <int N>
+__device__ __forceinline__ void fence_registers(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+
+template <int D, int kRows, typename RowPtr>
+__device__ __forceinline__ void load_tile_sw(uint32_t smem, int rows, RowPtr src) {
+  constexpr int kChunks = D / 8;
+  constexpr int kRowsPerPass = kThreads / kChunks;
+  const int chunk = threadIdx.x % kChunks;
+#pragma unroll
+  for (int r = threadIdx.x / kChunks; r < kRows; r += kRowsPerPass) {
+    const bool valid = r < rows;  // rows >= 1: row 0 is a valid address for the zero-fill
+    cp_async16(smem + sw128<kRows>(r, chunk), src(valid ? r : 0) + chunk * 16, valid);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void mma_qk(float (&s)[64], uint64_t da, uint64_t db, int acc) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    wgmma_ss_m64n128k16_bf16(s, da, db, acc);
+  else
+    wgmma_ss_m64n128k16_f16(s, da, db, acc);
+}
+
+template <typename T, int D>
+__device__ __forceinline__ void mma_pv(float (&o)[D / 2], const uint32_t (&a)[4], uint64_t db) {
+  if constexpr (D == 128) {
+    if constexpr (std::is_same_v<T, __nv_bfloat16>)
+      wgmma_rs_m64n128k16_bf16(o, a, db, 1);
+    else
+      wgmma_rs_m64n128k16_f16(o, a, db, 1);
+  } else {
+    if constexpr (std::is_same_v<T, __nv_bfloat16>)
+      wgmma_rs_m64n64k16_bf16(o, a, db, 1);
+    else
+      wgmma_rs_m64n64k16_f16(o, a, db, 1);
+  }
+}
+
+template <int D>
+constexpr int smem_bytes() {
+  return (kBlockM + 4 * kTileN) * D * 2 + 1024;  // + alignment slack: tiles start 1024-aligned
+}
+
+template <typename T, int D, bool kPaged>
+__global__ void __launch_bounds__(kThreads, 1) flash_prefill_sm90_kernel(Params p) {
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  __trap();  // wgmma needs sm_90a; the launcher only picks this kernel on such a build and GPU
+#else
+  extern __shared__ unsigned char smem_raw[];
+  constexpr int kNTiles = kTileN / 8;  // 8-key groups of S per row
+  constexpr int kDTiles = D / 8;
+  constexpr int kQBytes = kBlockM * D * 2, kKvBytes = kTileN * D * 2;
+
+  const int head = blockIdx.x, seq = blockIdx.y;
+  const int m_block = static_cast<int>(gridDim.z) - 1 - static_cast<int>(blockIdx.z);  // heavy first
+  const int q_start = p.cu_seqlens_q[seq];
+  const int q_len = p.cu_seqlens_q[seq + 1] - q_start;
+  const int m0 = m_block * kBlockM;
+  if (m0 >= q_len) return;
+  const int kv_len = kPaged ? p.kv_lens[seq] : p.cu_seqlens_kv[seq + 1] - p.cu_seqlens_kv[seq];
+  const int kvh = head / (p.q_heads / p.kv_heads);
+  const int diag = kv_len - q_len;
+  const int n_end = p.causal ? min(kv_len, m0 + kBlockM + diag) : kv_len;
+  const int n_tiles = (n_end + kTileN - 1) / kTileN;
+
+  const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
+  const uint32_t sQ = base, sK = sQ + kQBytes, sV = sK + 2 * kKvBytes;
+
+  const char* q_base = static_cast<const char*>(p.q) +
+                       (int64_t{q_start} * p.q_row_stride + int64_t{head} * D) * sizeof(T);
+  auto q_row = [&](int r) { return q_base + int64_t{m0 + r} * p.q_row_stride * sizeof(T); };
+  KvSource<kPaged> ks{static_cast<const char*>(p.k), p.k_row_stride * int64_t{sizeof(T)},
+                      int64_t{kvh} * D * int64_t{sizeof(T)}, kPaged ? 0 : p.cu_seqlens_kv[seq],
+                      kPaged ? p.page_table + int64_t{seq} * p.max_pages : nullptr, p.page_size};
+  KvSource<kPaged> vs = ks;
+  vs.base = static_cast<const char*>(p.v);
+  vs.row_stride_bytes = p.v_row_stride * int64_t{sizeof(T)};
+  auto load_kv = [&](int tile, int buf) {
+    const int n0 = tile * kTileN, rows = min(kTileN, kv_len - n0);
+    load_tile_sw<D, kTileN>(sK + buf * kKvBytes, rows, [&](int r) { return ks.row(n0 + r); });
+    load_tile_sw<D, kTileN>(sV + buf * kKvBytes, rows, [&](int r) { return vs.row(n0 + r); });
+  };
+
+  load_tile_sw<D, kBlockM>(sQ, min(kBlockM, q_len - m0), q_row);
+  if (n_tiles > 0) load_kv(0, 0);
+  cp_async_commit();
+
+  const int wg = threadIdx.x / 128, warp_in_wg = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int row_lo = m0 + wg * 64 + warp_in_wg * 16 + g, row_hi = row_lo + 8;
+
+  float o[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
+  float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;
+  // This warpgroup's 64 rows of Q: region stride kBlockM * 128 bytes, rows 64 wg onwards.
+  const uint32_t q_wg = sQ + wg * 64 * 128;
+
+  for (int tile = 0; tile < n_tiles; ++tile) {
+    const int buf = tile & 1;
+    if (tile + 1 < n_tiles) load_kv(tile + 1, buf ^ 1);
+    cp_async_commit();
+    cp_async_wait<1>();
+    fence_proxy_async();  // the cp.async writes, seen by wgmma's reads
+    __syncthreads();
+
+    // S = Q K^T: k-steps of 16 columns, 4 per 128-byte region.
+    float s[kNTiles * 4];
+    const uint32_t k_buf = sK + buf * kKvBytes;
+    wgmma_fence();
+#pragma unroll
+    for (int kstep = 0; kstep < D / 16; ++kstep) {
+      const uint32_t col = (kstep / 4), within = (kstep % 4) * 32;
+      const uint64_t da = descriptor(q_wg + col * kBlockM * 128 + within, 16, 1024);
+      const uint64_t db = descriptor(k_buf + col * kTileN * 128 + within, 16, 1024);
+      mma_qk<T>(s, da, db, kstep > 0);
+    }
+    wgmma_commit();
+    wgmma_wait_all();
+    fence_registers(s);
+
+    const int n0 = tile * kTileN;
+    const bool needs_mask = n0 + kTileN > kv_len || (p.causal && n0 + kTileN - 1 > m0 + diag);
+    if (needs_mask) {
+#pragma unroll
+      for (int j = 0; j < kNTiles; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = n0 + j * 8 + 2 * t + (e & 1);
+          const int row = e < 2 ? row_lo : row_hi;
+          if (key >= kv_len || (p.causal && key > row + diag)) s[4 * j + e] = -INFINITY;
+        }
+      }
+    }
+
+    float mx_lo = -INFINITY, mx_hi = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < kNTiles; ++j) {
+      mx_lo = fmaxf(mx_lo, fmaxf(s[4 * j], s[4 * j + 1]));
+      mx_hi = fmaxf(mx_hi, fmaxf(s[4 * j + 2], s[4 * j + 3]));
+    }
+#pragma unroll
+    for (int off = 1; off < 4; off <<= 1) {
+      mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
+      mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
+    }
+    mx_lo = fmaxf(m_lo, mx_lo * p.scale_log2);
+    mx_hi = fmaxf(m_hi, mx_hi * p.scale_log2);
+    const float base_lo = mx_lo == -INFINITY ? 0.0f : mx_lo;
+    const float base_hi = mx_hi == -INFINITY ? 0.0f : mx_hi;
+    const float alpha_lo = fast_exp2(m_lo - base_lo), alpha_hi = fast_exp2(m_hi - base_hi);
+    m_lo = mx_lo;
+    m_hi = mx_hi;
+    float sum_lo = 0.0f, sum_hi = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kNTiles; ++j) {
+      s[4 * j] = fast_exp2(fmaf(s[4 * j], p.scale_log2, -base_lo));
+      s[4 * j + 1] = fast_exp2(fmaf(s[4 * j + 1], p.scale_log2, -base_lo));
+      s[4 * j + 2] = fast_exp2(fmaf(s[4 * j + 2], p.scale_log2, -base_hi));
+      s[4 * j + 3] = fast_exp2(fmaf(s[4 * j + 3], p.scale_log2, -base_hi));
+      sum_lo += s[4 * j] + s[4 * j + 1];
+      sum_hi += s[4 * j + 2] + s[4 * j + 3];
+    }
+    l_lo = l_lo * alpha_lo + sum_lo;
+    l_hi = l_hi * alpha_hi + sum_hi;
+#pragma unroll
+    for (int d = 0; d < kDTiles; ++d) {
+      o[4 * d] *= alpha_lo;
+      o[4 * d + 1] *= alpha_lo;
+      o[4 * d + 2] *= alpha_hi;
+      o[4 * d + 3] *= alpha_hi;
+    }
+
+    // O += P V: k-steps of 16 keys; V's 16 rows start 2048 bytes apart, its two 64-column regions
+    // kTileN * 128 bytes apart (the leading byte offset of a transposed B).
+    // P is packed whole before the first product: registers written between two wgmmas make the
+    // compiler serialise them.
+    uint32_t pa[kTileN / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < kTileN / 16; ++kk)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) pa[kk][r] = pack2<T>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+    const uint32_t v_buf = sV + buf * kKvBytes;
+    fence_registers(o);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kTileN / 16; ++kk)
+      mma_pv<T, D>(o, pa[kk], descriptor(v_buf + kk * 16 * 128, kTileN * 128, 1024));
+    wgmma_commit();
+    wgmma_wait_all();
+    fence_registers(o);
+    __syncthreads();  // this buffer is refilled two tiles from now
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+
+#pragma unroll
+  for (int off = 1; off < 4; off <<= 1) {
+    l_lo += __shfl_xor_sync(0xffffffffu, l_lo, off);
+    l_hi += __shfl_xor_sync(0xffffffffu, l_hi, off);
+  }
+  const float inv_lo = l_lo > 0.0f ? 1.0f / l_lo : 0.0f;
+  const float inv_hi = l_hi > 0.0f ? 1.0f / l_hi : 0.0f;
+  if (p.lse && t == 0) {
+    constexpr float kLn2 = 0.6931471805599453f;
+    if (row_lo < q_len)
+      p.lse[int64_t{q_start + row_lo} * p.q_heads + head] = l_lo > 0.0f ? m_lo * kLn2 + logf(l_lo) : -INFINITY;
+    if (row_hi < q_len)
+      p.lse[int64_t{q_start + row_hi} * p.q_heads + head] = l_hi > 0.0f ? m_hi * kLn2 + logf(l_hi) : -INFINITY;
+  }
+
+  // Stage O through Q's tile (rows of this warp only), then 16-byte row stores.
+  const int r_lo = wg * 64 + warp_in_wg * 16 + g;
+#pragma unroll
+  for (int d = 0; d < kDTiles; ++d) {
+    const uint32_t lo = pack2<T>(o[4 * d] * inv_lo, o[4 * d + 1] * inv_lo);
+    const uint32_t hi = pack2<T>(o[4 * d + 2] * inv_hi, o[4 * d + 3] * inv_hi);
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sQ + sw128<kBlockM>(r_lo, d) + 4 * t), "r"(lo));
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sQ + sw128<kBlockM>(r_lo + 8, d) + 4 * t), "r"(hi));
+  }
+  __syncwarp();
+  char* o_base = static_cast<char*>(p.out) +
+                 (int64_t{q_start} * p.o_row_stride + int64_t{head} * D) * sizeof(T);
+  constexpr int kChunks = D / 8;
+  const int warp_row0 = wg * 64 + warp_in_wg * 16;
+  for (int i = lane; i < 16 * kChunks; i += 32) {
+    const int r = warp_row0 + i / kChunks, chunk = i % kChunks;
+    if (m0 + r >= q_len) continue;
+    uint4 v;
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "r"(sQ + sw128<kBlockM>(r, chunk)));
+    *reinterpret_cast<uint4*>(o_base + (int64_t{m0 + r} * p.o_row_stride + chunk * 8) * sizeof(T)) = v;
+  }
+#endif
+}
+
+}  // namespace braid::cuda::flash::sm90
