@@ -70,12 +70,15 @@ void launch_sm90_typed(const Params& p, int64_t batch, int64_t m_blocks, cudaStr
   BRAID_CUDA_CHECK_LAUNCH();
 }
 
-// The wgmma kernel: only where this build has sm_90a code and the GPU is compute capability 9.0,
-// and (while it is being brought up) only with BRAID_FLASH_SM90=1.
+// The wgmma kernel on compute capability 9.0 (the build targets sm_90a), unless
+// BRAID_FLASH_SM90=0 asks for the mma.sync kernel (the fallback elsewhere; kept for comparison).
 inline bool use_sm90() {
+#ifndef BRAID_HAS_SM90A
+  return false;  // no sm_90a code in this build
+#else
   static const bool use = [] {
     const char* e = std::getenv("BRAID_FLASH_SM90");
-    if (!(e && std::string(e) == "1")) return false;
+    if (e && std::string(e) == "0") return false;
     int dev = 0, major = 0, minor = 0;
     BRAID_CUDA_CHECK(cudaGetDevice(&dev));
     BRAID_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
@@ -83,6 +86,7 @@ inline bool use_sm90() {
     return major == 9 && minor == 0;
   }();
   return use;
+#endif
 }
 
 template <int D>

@@ -92,7 +92,7 @@ constexpr int smem_bytes() {
 template <typename T, int D, bool kPaged>
 __global__ void __launch_bounds__(kThreads, 1) flash_prefill_sm90_kernel(Params p) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  __trap();  // wgmma needs sm_90a; the launcher only picks this kernel on such a build and GPU
+  __trap();  // wgmma needs sm_90a code; the launcher picks this kernel only on compute capability 9.0
 #else
   extern __shared__ unsigned char smem_raw[];
   constexpr int kNTiles = kTileN / 8;  // 8-key groups of S per row
