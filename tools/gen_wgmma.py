@@ -7,7 +7,8 @@ so they are generated; run this after changing SHAPES and commit both files.
 """
 
 # (name, N, A from registers)
-SHAPES = [("ss_m64n128k16", 128, False), ("rs_m64n128k16", 128, True), ("rs_m64n64k16", 64, True)]
+SHAPES = [("ss_m64n128k16", 128, False), ("ss_m64n64k16", 64, False), ("rs_m64n128k16", 128, True),
+          ("rs_m64n64k16", 64, True)]
 TYPES = [("bf16", "__nv_bfloat16"), ("f16", "__half")]
 
 

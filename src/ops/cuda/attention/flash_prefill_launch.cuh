@@ -55,19 +55,35 @@ void launch_warps(const Params& p, DType dtype, bool paged, int64_t batch, int64
   launch_typed<__half, D, false, kWarps>(p, batch, m_blocks, stream);
 }
 
-template <typename T, int D, bool kPaged>
-void launch_sm90_typed(const Params& p, int64_t batch, int64_t m_blocks, cudaStream_t stream) {
-  constexpr int kSmem = sm90::smem_bytes<D>();
+template <typename T, int D, bool kPaged, int kWG, int kTileN>
+void launch_sm90_typed(const Params& p, int64_t batch, int64_t max_q, cudaStream_t stream) {
+  constexpr int kSmem = sm90::smem_bytes<D, kWG, kTileN>();
+  constexpr int kBlockM = 64 * kWG;
+  const int64_t m_blocks = (max_q + kBlockM - 1) / kBlockM;
+  if (batch > 65535 || m_blocks > 65535)
+    check::fail(ErrorKind::unsupported, "attention_prefill", "cu_seqlens_q",
+                "at most 65535 sequences and 65535 query tiles of " + std::to_string(kBlockM),
+                std::to_string(batch) + " sequences, up to " + std::to_string(max_q) + " queries");
   static const bool opted_in = [] {
-    BRAID_CUDA_CHECK(cudaFuncSetAttribute(sm90::flash_prefill_sm90_kernel<T, D, kPaged>,
+    BRAID_CUDA_CHECK(cudaFuncSetAttribute(sm90::flash_prefill_sm90_kernel<T, D, kPaged, kWG, kTileN>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     return true;
   }();
   (void)opted_in;
   const dim3 grid(static_cast<unsigned>(p.q_heads), static_cast<unsigned>(batch),
                   static_cast<unsigned>(m_blocks));
-  sm90::flash_prefill_sm90_kernel<T, D, kPaged><<<grid, sm90::kThreads, kSmem, stream>>>(p);
+  sm90::flash_prefill_sm90_kernel<T, D, kPaged, kWG, kTileN><<<grid, 128 * kWG, kSmem, stream>>>(p);
   BRAID_CUDA_CHECK_LAUNCH();
+}
+
+// Tuning variants of the wgmma kernel (warpgroups x key tile), bf16 with contiguous K/V only:
+// BRAID_FLASH_SM90_VARIANT=1x64 | 2x64 | 1x128; anything else is the default 2x128.
+inline std::string sm90_variant() {
+  static const std::string v = [] {
+    const char* e = std::getenv("BRAID_FLASH_SM90_VARIANT");
+    return std::string(e ? e : "");
+  }();
+  return v;
 }
 
 // The wgmma kernel on compute capability 9.0 (the build targets sm_90a), unless
@@ -92,17 +108,18 @@ inline bool use_sm90() {
 template <int D>
 void launch_sm90(const Params& p, DType dtype, bool paged, int64_t batch, int64_t max_q,
                  cudaStream_t stream) {
-  const int64_t m_blocks = (max_q + sm90::kBlockM - 1) / sm90::kBlockM;
-  if (batch > 65535 || m_blocks > 65535)
-    check::fail(ErrorKind::unsupported, "attention_prefill", "cu_seqlens_q",
-                "at most 65535 sequences and 65535 query tiles of 128",
-                std::to_string(batch) + " sequences, up to " + std::to_string(max_q) + " queries");
-  if (dtype == DType::bf16) {
-    if (paged) return launch_sm90_typed<__nv_bfloat16, D, true>(p, batch, m_blocks, stream);
-    return launch_sm90_typed<__nv_bfloat16, D, false>(p, batch, m_blocks, stream);
+  if (dtype == DType::bf16 && !paged) {
+    const std::string v = sm90_variant();
+    if (v == "1x64") return launch_sm90_typed<__nv_bfloat16, D, false, 1, 64>(p, batch, max_q, stream);
+    if (v == "2x64") return launch_sm90_typed<__nv_bfloat16, D, false, 2, 64>(p, batch, max_q, stream);
+    if (v == "1x128") return launch_sm90_typed<__nv_bfloat16, D, false, 1, 128>(p, batch, max_q, stream);
   }
-  if (paged) return launch_sm90_typed<__half, D, true>(p, batch, m_blocks, stream);
-  launch_sm90_typed<__half, D, false>(p, batch, m_blocks, stream);
+  if (dtype == DType::bf16) {
+    if (paged) return launch_sm90_typed<__nv_bfloat16, D, true, 2, 128>(p, batch, max_q, stream);
+    return launch_sm90_typed<__nv_bfloat16, D, false, 2, 128>(p, batch, max_q, stream);
+  }
+  if (paged) return launch_sm90_typed<__half, D, true, 2, 128>(p, batch, max_q, stream);
+  launch_sm90_typed<__half, D, false, 2, 128>(p, batch, max_q, stream);
 }
 
 template <int D>

@@ -19,9 +19,8 @@
 
 namespace braid::cuda::flash::sm90 {
 
-constexpr int kBlockM = 128;  // 2 warpgroups x 64 rows
-constexpr int kTileN = 128;   // keys per tile
-constexpr int kThreads = 256;
+// A block is kWG warpgroups of 64 query rows; key tiles are kTileN wide. The default is 2 x 128
+// (flash_prefill_launch.cuh); the others are tuning variants.
 
 // Byte offset of 16-byte chunk c8 (columns 8 c8 .. 8 c8 + 7) of row r in a [rows][D] tile.
 template <int kRows>
@@ -49,7 +48,7 @@ __device__ __forceinline__ void fence_registers(float (&r)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
 
-template <int D, int kRows, typename RowPtr>
+template <int D, int kRows, int kThreads, typename RowPtr>
 __device__ __forceinline__ void load_tile_sw(uint32_t smem, int rows, RowPtr src) {
   constexpr int kChunks = D / 8;
   constexpr int kRowsPerPass = kThreads / kChunks;
@@ -61,12 +60,19 @@ __device__ __forceinline__ void load_tile_sw(uint32_t smem, int rows, RowPtr src
   }
 }
 
-template <typename T>
-__device__ __forceinline__ void mma_qk(float (&s)[64], uint64_t da, uint64_t db, int acc) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    wgmma_ss_m64n128k16_bf16(s, da, db, acc);
-  else
-    wgmma_ss_m64n128k16_f16(s, da, db, acc);
+template <typename T, int N>
+__device__ __forceinline__ void mma_qk(float (&s)[N / 2], uint64_t da, uint64_t db, int acc) {
+  if constexpr (N == 128) {
+    if constexpr (std::is_same_v<T, __nv_bfloat16>)
+      wgmma_ss_m64n128k16_bf16(s, da, db, acc);
+    else
+      wgmma_ss_m64n128k16_f16(s, da, db, acc);
+  } else {
+    if constexpr (std::is_same_v<T, __nv_bfloat16>)
+      wgmma_ss_m64n64k16_bf16(s, da, db, acc);
+    else
+      wgmma_ss_m64n64k16_f16(s, da, db, acc);
+  }
 }
 
 template <typename T, int D>
@@ -84,17 +90,18 @@ __device__ __forceinline__ void mma_pv(float (&o)[D / 2], const uint32_t (&a)[4]
   }
 }
 
-template <int D>
+template <int D, int kWG, int kTileN>
 constexpr int smem_bytes() {
-  return (kBlockM + 4 * kTileN) * D * 2 + 1024;  // + alignment slack: tiles start 1024-aligned
+  return (64 * kWG + 4 * kTileN) * D * 2 + 1024;  // + alignment slack: tiles start 1024-aligned
 }
 
-template <typename T, int D, bool kPaged>
-__global__ void __launch_bounds__(kThreads, 1) flash_prefill_sm90_kernel(Params p) {
+template <typename T, int D, bool kPaged, int kWG, int kTileN>
+__global__ void __launch_bounds__(128 * kWG) flash_prefill_sm90_kernel(Params p) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   __trap();  // wgmma needs sm_90a code; the launcher picks this kernel only on compute capability 9.0
 #else
   extern __shared__ unsigned char smem_raw[];
+  constexpr int kBlockM = 64 * kWG, kThreads = 128 * kWG;
   constexpr int kNTiles = kTileN / 8;  // 8-key groups of S per row
   constexpr int kDTiles = D / 8;
   constexpr int kQBytes = kBlockM * D * 2, kKvBytes = kTileN * D * 2;
@@ -125,11 +132,11 @@ __global__ void __launch_bounds__(kThreads, 1) flash_prefill_sm90_kernel(Params 
   vs.row_stride_bytes = p.v_row_stride * int64_t{sizeof(T)};
   auto load_kv = [&](int tile, int buf) {
     const int n0 = tile * kTileN, rows = min(kTileN, kv_len - n0);
-    load_tile_sw<D, kTileN>(sK + buf * kKvBytes, rows, [&](int r) { return ks.row(n0 + r); });
-    load_tile_sw<D, kTileN>(sV + buf * kKvBytes, rows, [&](int r) { return vs.row(n0 + r); });
+    load_tile_sw<D, kTileN, kThreads>(sK + buf * kKvBytes, rows, [&](int r) { return ks.row(n0 + r); });
+    load_tile_sw<D, kTileN, kThreads>(sV + buf * kKvBytes, rows, [&](int r) { return vs.row(n0 + r); });
   };
 
-  load_tile_sw<D, kBlockM>(sQ, min(kBlockM, q_len - m0), q_row);
+  load_tile_sw<D, kBlockM, kThreads>(sQ, min(kBlockM, q_len - m0), q_row);
   if (n_tiles > 0) load_kv(0, 0);
   cp_async_commit();
 
@@ -161,7 +168,7 @@ __global__ void __launch_bounds__(kThreads, 1) flash_prefill_sm90_kernel(Params 
       const uint32_t col = (kstep / 4), within = (kstep % 4) * 32;
       const uint64_t da = descriptor(q_wg + col * kBlockM * 128 + within, 16, 1024);
       const uint64_t db = descriptor(k_buf + col * kTileN * 128 + within, 16, 1024);
-      mma_qk<T>(s, da, db, kstep > 0);
+      mma_qk<T, kTileN>(s, da, db, kstep > 0);
     }
     wgmma_commit();
     wgmma_wait_all();
