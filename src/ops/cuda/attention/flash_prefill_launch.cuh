@@ -77,7 +77,7 @@ void launch_sm90_typed(const Params& p, int64_t batch, int64_t max_q, cudaStream
 }
 
 // Tuning variants of the wgmma kernel (warpgroups x key tile), bf16 with contiguous K/V only:
-// BRAID_FLASH_SM90_VARIANT=1x64 | 2x64 | 1x128; anything else is the default 2x128.
+// BRAID_FLASH_SM90_VARIANT=1x64 | 2x64 | 1x128 | 2x128; anything else takes the default.
 inline std::string sm90_variant() {
   static const std::string v = [] {
     const char* e = std::getenv("BRAID_FLASH_SM90_VARIANT");
@@ -105,6 +105,9 @@ inline bool use_sm90() {
 #endif
 }
 
+// Default shape per head_dim: 2 warpgroups, key tiles of 128 at D = 128 and of 64 at D = 64 (on
+// the H100 the 64-wide tile ran D = 64 13-15% faster, and D = 128 4-9% slower; one-warpgroup
+// blocks were 1.5-2x slower at both; docs/perf/attention.md).
 template <int D>
 void launch_sm90(const Params& p, DType dtype, bool paged, int64_t batch, int64_t max_q,
                  cudaStream_t stream) {
@@ -113,13 +116,15 @@ void launch_sm90(const Params& p, DType dtype, bool paged, int64_t batch, int64_
     if (v == "1x64") return launch_sm90_typed<__nv_bfloat16, D, false, 1, 64>(p, batch, max_q, stream);
     if (v == "2x64") return launch_sm90_typed<__nv_bfloat16, D, false, 2, 64>(p, batch, max_q, stream);
     if (v == "1x128") return launch_sm90_typed<__nv_bfloat16, D, false, 1, 128>(p, batch, max_q, stream);
+    if (v == "2x128") return launch_sm90_typed<__nv_bfloat16, D, false, 2, 128>(p, batch, max_q, stream);
   }
+  constexpr int kTileN = D == 64 ? 64 : 128;
   if (dtype == DType::bf16) {
-    if (paged) return launch_sm90_typed<__nv_bfloat16, D, true, 2, 128>(p, batch, max_q, stream);
-    return launch_sm90_typed<__nv_bfloat16, D, false, 2, 128>(p, batch, max_q, stream);
+    if (paged) return launch_sm90_typed<__nv_bfloat16, D, true, 2, kTileN>(p, batch, max_q, stream);
+    return launch_sm90_typed<__nv_bfloat16, D, false, 2, kTileN>(p, batch, max_q, stream);
   }
-  if (paged) return launch_sm90_typed<__half, D, true, 2, 128>(p, batch, max_q, stream);
-  launch_sm90_typed<__half, D, false, 2, 128>(p, batch, max_q, stream);
+  if (paged) return launch_sm90_typed<__half, D, true, 2, kTileN>(p, batch, max_q, stream);
+  launch_sm90_typed<__half, D, false, 2, kTileN>(p, batch, max_q, stream);
 }
 
 template <int D>

@@ -1,7 +1,7 @@
 // FlashAttention forward on Hopper's warpgroup MMA (wgmma), the same schedule as the mma.sync kernel
 // in flash_prefill.cuh with the products moved to the instructions Hopper runs at full rate:
-//   a block = 2 warpgroups x 64 query rows; key tiles of kBlockN = 128;
-//   S = Q K^T      wgmma m64n128k16, A (Q) and B (K) read from shared memory through descriptors;
+//   a block = 2 warpgroups x 64 query rows; key tiles of 128 (64 at head_dim 64);
+//   S = Q K^T      wgmma m64nNk16, A (Q) and B (K) read from shared memory through descriptors;
 //   softmax        in registers: wgmma's accumulator layout gives each warp 16 rows, a lane rows g
 //                  and g + 8, exactly as mma.sync's does, so the online softmax is unchanged;
 //   O += P V       wgmma m64nDk16 with A = P from registers (S's accumulators re-packed) and
@@ -19,8 +19,8 @@
 
 namespace braid::cuda::flash::sm90 {
 
-// A block is kWG warpgroups of 64 query rows; key tiles are kTileN wide. The default is 2 x 128
-// (flash_prefill_launch.cuh); the others are tuning variants.
+// A block is kWG warpgroups of 64 query rows; key tiles are kTileN wide (flash_prefill_launch.cuh
+// picks them: 2 warpgroups, tiles of 128 keys at D = 128 and 64 at D = 64).
 
 // Byte offset of 16-byte chunk c8 (columns 8 c8 .. 8 c8 + 7) of row r in a [rows][D] tile.
 template <int kRows>
