@@ -138,6 +138,94 @@ __device__ __forceinline__ void load_tile(uint32_t smem, int rows, RowPtr src) {
   }
 }
 
+// The online softmax of one lane's two query rows, shared by both kernels. Their accumulators hold,
+// for every 8-column group j of a tile, acc[j] = {row lo: columns 2t, 2t+1; row hi: the same}
+// (lo = g, hi = g + 8 of the warp's 16 rows, t = lane % 4), so the 4 lanes of a quad share rows.
+struct RowSoftmax {
+  float m_lo = -INFINITY, m_hi = -INFINITY;  // running max of score * scale_log2
+  float l_lo = 0.0f, l_hi = 0.0f;            // this lane's part of the running sums
+
+  // -inf for key n0 + 8 j + 2 t + e past kv_len or, causal, past the row's diagonal.
+  template <int kGroups>
+  __device__ __forceinline__ static void mask(float (&s)[kGroups][4], int n0, int t, int row_lo,
+                                              int row_hi, int kv_len, bool causal, int diag) {
+#pragma unroll
+    for (int j = 0; j < kGroups; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = n0 + j * 8 + 2 * t + (e & 1);
+        const int row = e < 2 ? row_lo : row_hi;
+        if (key >= kv_len || (causal && key > row + diag)) s[j][e] = -INFINITY;
+      }
+    }
+  }
+
+  // Raw scores -> probabilities against the new running max (in log2 units: the scale is > 0, so
+  // the raw scores' max scales to it); updates m and l and rescales o by the change of max.
+  template <int kGroups, int kOGroups>
+  __device__ __forceinline__ void update(float (&s)[kGroups][4], float (&o)[kOGroups][4],
+                                         float scale_log2) {
+    float mx_lo = -INFINITY, mx_hi = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < kGroups; ++j) {
+      mx_lo = fmaxf(mx_lo, fmaxf(s[j][0], s[j][1]));
+      mx_hi = fmaxf(mx_hi, fmaxf(s[j][2], s[j][3]));
+    }
+#pragma unroll
+    for (int off = 1; off < 4; off <<= 1) {
+      mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
+      mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
+    }
+    mx_lo = fmaxf(m_lo, mx_lo * scale_log2);
+    mx_hi = fmaxf(m_hi, mx_hi * scale_log2);
+    // A row with nothing visible yet keeps max -inf: subtract 0 instead (its p are all 0).
+    const float base_lo = mx_lo == -INFINITY ? 0.0f : mx_lo;
+    const float base_hi = mx_hi == -INFINITY ? 0.0f : mx_hi;
+    const float alpha_lo = fast_exp2(m_lo - base_lo), alpha_hi = fast_exp2(m_hi - base_hi);
+    m_lo = mx_lo;
+    m_hi = mx_hi;
+    float sum_lo = 0.0f, sum_hi = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kGroups; ++j) {
+      s[j][0] = fast_exp2(fmaf(s[j][0], scale_log2, -base_lo));
+      s[j][1] = fast_exp2(fmaf(s[j][1], scale_log2, -base_lo));
+      s[j][2] = fast_exp2(fmaf(s[j][2], scale_log2, -base_hi));
+      s[j][3] = fast_exp2(fmaf(s[j][3], scale_log2, -base_hi));
+      sum_lo += s[j][0] + s[j][1];
+      sum_hi += s[j][2] + s[j][3];
+    }
+    l_lo = l_lo * alpha_lo + sum_lo;  // reduced over the quad once, in finish()
+    l_hi = l_hi * alpha_hi + sum_hi;
+#pragma unroll
+    for (int d = 0; d < kOGroups; ++d) {
+      o[d][0] *= alpha_lo;
+      o[d][1] *= alpha_lo;
+      o[d][2] *= alpha_hi;
+      o[d][3] *= alpha_hi;
+    }
+  }
+
+  // The rows' full sums, their log-sum-exp (natural log) written by lane t = 0 where requested and
+  // inside the sequence; returns 1 / l per row in inv_lo, inv_hi (0 for a row with no keys).
+  __device__ __forceinline__ void finish(float* lse, int64_t lse_row0, int q_heads, int head, int t,
+                                         int row_lo, int row_hi, int q_len, float& inv_lo,
+                                         float& inv_hi) {
+#pragma unroll
+    for (int off = 1; off < 4; off <<= 1) {
+      l_lo += __shfl_xor_sync(0xffffffffu, l_lo, off);
+      l_hi += __shfl_xor_sync(0xffffffffu, l_hi, off);
+    }
+    inv_lo = l_lo > 0.0f ? 1.0f / l_lo : 0.0f;
+    inv_hi = l_hi > 0.0f ? 1.0f / l_hi : 0.0f;
+    if (!lse || t != 0) return;
+    constexpr float kLn2 = 0.6931471805599453f;
+    if (row_lo < q_len)
+      lse[(lse_row0 + row_lo) * q_heads + head] = l_lo > 0.0f ? m_lo * kLn2 + logf(l_lo) : -INFINITY;
+    if (row_hi < q_len)
+      lse[(lse_row0 + row_hi) * q_heads + head] = l_hi > 0.0f ? m_hi * kLn2 + logf(l_hi) : -INFINITY;
+  }
+};
+
 template <typename T, int D, bool kPaged, int kWarps>
 __global__ void __launch_bounds__(kWarps * 32) flash_prefill_kernel(Params p) {
   extern __shared__ __align__(128) unsigned char smem[];
@@ -191,7 +279,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_prefill_kernel(Params p) {
   const int row_hi = row_lo + 8;
 
   float o[kDTiles][4] = {};
-  float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;
+  RowSoftmax rows;
   uint32_t qf[kDSteps][4];
 
   for (int tile = 0; tile < n_tiles; ++tile) {
@@ -222,61 +310,11 @@ __global__ void __launch_bounds__(kWarps * 32) flash_prefill_kernel(Params p) {
       }
     }
 
-    // Masks on the raw scores, only on tiles past the first row's diagonal or the last key.
+    // Masks only on tiles past the first row's diagonal or the last key.
     const int n0 = tile * kBlockN;
-    const bool needs_mask = n0 + kBlockN > kv_len || (p.causal && n0 + kBlockN - 1 > m0 + diag);
-    if (needs_mask) {
-#pragma unroll
-      for (int j = 0; j < kNTiles; ++j) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = n0 + j * 8 + 2 * t + (e & 1);
-          const int row = e < 2 ? row_lo : row_hi;
-          if (key >= kv_len || (p.causal && key > row + diag)) s[j][e] = -INFINITY;
-        }
-      }
-    }
-
-    // Online softmax in log2 units (m is the max of score * scale_log2; the scale is > 0, so the
-    // raw scores' max scales to it); the 4 lanes of a quad share rows g and g + 8.
-    float mx_lo = -INFINITY, mx_hi = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < kNTiles; ++j) {
-      mx_lo = fmaxf(mx_lo, fmaxf(s[j][0], s[j][1]));
-      mx_hi = fmaxf(mx_hi, fmaxf(s[j][2], s[j][3]));
-    }
-#pragma unroll
-    for (int off = 1; off < 4; off <<= 1) {
-      mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
-      mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
-    }
-    mx_lo = fmaxf(m_lo, mx_lo * p.scale_log2);
-    mx_hi = fmaxf(m_hi, mx_hi * p.scale_log2);
-    // A row with nothing visible yet keeps max -inf: subtract 0 instead (its p are all 0).
-    const float base_lo = mx_lo == -INFINITY ? 0.0f : mx_lo;
-    const float base_hi = mx_hi == -INFINITY ? 0.0f : mx_hi;
-    const float alpha_lo = fast_exp2(m_lo - base_lo), alpha_hi = fast_exp2(m_hi - base_hi);
-    m_lo = mx_lo;
-    m_hi = mx_hi;
-    float sum_lo = 0.0f, sum_hi = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kNTiles; ++j) {
-      s[j][0] = fast_exp2(fmaf(s[j][0], p.scale_log2, -base_lo));
-      s[j][1] = fast_exp2(fmaf(s[j][1], p.scale_log2, -base_lo));
-      s[j][2] = fast_exp2(fmaf(s[j][2], p.scale_log2, -base_hi));
-      s[j][3] = fast_exp2(fmaf(s[j][3], p.scale_log2, -base_hi));
-      sum_lo += s[j][0] + s[j][1];
-      sum_hi += s[j][2] + s[j][3];
-    }
-    l_lo = l_lo * alpha_lo + sum_lo;  // the quad's partial sums: reduced once at the end
-    l_hi = l_hi * alpha_hi + sum_hi;
-#pragma unroll
-    for (int d = 0; d < kDTiles; ++d) {
-      o[d][0] *= alpha_lo;
-      o[d][1] *= alpha_lo;
-      o[d][2] *= alpha_hi;
-      o[d][3] *= alpha_hi;
-    }
+    if (n0 + kBlockN > kv_len || (p.causal && n0 + kBlockN - 1 > m0 + diag))
+      RowSoftmax::mask(s, n0, t, row_lo, row_hi, kv_len, p.causal, diag);
+    rows.update(s, o, p.scale_log2);
 
     // O += P V: P's accumulators of key n-tiles 2kk, 2kk+1 are the A operand of k-step kk.
     const uint32_t v_buf = sV + buf * Tile<D>::kBytes;
@@ -299,23 +337,8 @@ __global__ void __launch_bounds__(kWarps * 32) flash_prefill_kernel(Params p) {
   cp_async_wait<0>();
   __syncthreads();  // with no key tiles, Q's copies (by every thread) end here
 
-  // Finish the rows: full sums over the quad, O / l, the log-sum-exp (natural log).
-#pragma unroll
-  for (int off = 1; off < 4; off <<= 1) {
-    l_lo += __shfl_xor_sync(0xffffffffu, l_lo, off);
-    l_hi += __shfl_xor_sync(0xffffffffu, l_hi, off);
-  }
-  const float inv_lo = l_lo > 0.0f ? 1.0f / l_lo : 0.0f;
-  const float inv_hi = l_hi > 0.0f ? 1.0f / l_hi : 0.0f;
-  if (p.lse && t == 0) {
-    constexpr float kLn2 = 0.6931471805599453f;
-    if (row_lo < q_len)
-      p.lse[int64_t{q_start + row_lo} * p.q_heads + head] =
-          l_lo > 0.0f ? m_lo * kLn2 + logf(l_lo) : -INFINITY;
-    if (row_hi < q_len)
-      p.lse[int64_t{q_start + row_hi} * p.q_heads + head] =
-          l_hi > 0.0f ? m_hi * kLn2 + logf(l_hi) : -INFINITY;
-  }
+  float inv_lo, inv_hi;
+  rows.finish(p.lse, q_start, p.q_heads, head, t, row_lo, row_hi, q_len, inv_lo, inv_hi);
 
   // Stage O through Q's tile (each warp owns its 16 rows there), then 16-byte row stores.
 #pragma unroll

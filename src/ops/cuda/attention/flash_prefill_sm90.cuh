@@ -144,10 +144,10 @@ __global__ void __launch_bounds__(128 * kWG) flash_prefill_sm90_kernel(Params p)
   const int g = lane / 4, t = lane % 4;
   const int row_lo = m0 + wg * 64 + warp_in_wg * 16 + g, row_hi = row_lo + 8;
 
-  float o[D / 2];
-#pragma unroll
-  for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
-  float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;
+  // Accumulators as 8-column groups (RowSoftmax's layout); the wgmma wrappers take them flat.
+  float o[kDTiles][4] = {};
+  auto& o_flat = reinterpret_cast<float(&)[D / 2]>(o);
+  RowSoftmax rows;
   // This warpgroup's 64 rows of Q: region stride kBlockM * 128 bytes, rows 64 wg onwards.
   const uint32_t q_wg = sQ + wg * 64 * 128;
 
@@ -160,7 +160,8 @@ __global__ void __launch_bounds__(128 * kWG) flash_prefill_sm90_kernel(Params p)
     __syncthreads();
 
     // S = Q K^T: k-steps of 16 columns, 4 per 128-byte region.
-    float s[kNTiles * 4];
+    float s[kNTiles][4];
+    auto& s_flat = reinterpret_cast<float(&)[kTileN / 2]>(s);
     const uint32_t k_buf = sK + buf * kKvBytes;
     wgmma_fence();
 #pragma unroll
@@ -168,63 +169,16 @@ __global__ void __launch_bounds__(128 * kWG) flash_prefill_sm90_kernel(Params p)
       const uint32_t col = (kstep / 4), within = (kstep % 4) * 32;
       const uint64_t da = descriptor(q_wg + col * kBlockM * 128 + within, 16, 1024);
       const uint64_t db = descriptor(k_buf + col * kTileN * 128 + within, 16, 1024);
-      mma_qk<T, kTileN>(s, da, db, kstep > 0);
+      mma_qk<T, kTileN>(s_flat, da, db, kstep > 0);
     }
     wgmma_commit();
     wgmma_wait_all();
-    fence_registers(s);
+    fence_registers(s_flat);
 
     const int n0 = tile * kTileN;
-    const bool needs_mask = n0 + kTileN > kv_len || (p.causal && n0 + kTileN - 1 > m0 + diag);
-    if (needs_mask) {
-#pragma unroll
-      for (int j = 0; j < kNTiles; ++j) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = n0 + j * 8 + 2 * t + (e & 1);
-          const int row = e < 2 ? row_lo : row_hi;
-          if (key >= kv_len || (p.causal && key > row + diag)) s[4 * j + e] = -INFINITY;
-        }
-      }
-    }
-
-    float mx_lo = -INFINITY, mx_hi = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < kNTiles; ++j) {
-      mx_lo = fmaxf(mx_lo, fmaxf(s[4 * j], s[4 * j + 1]));
-      mx_hi = fmaxf(mx_hi, fmaxf(s[4 * j + 2], s[4 * j + 3]));
-    }
-#pragma unroll
-    for (int off = 1; off < 4; off <<= 1) {
-      mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
-      mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
-    }
-    mx_lo = fmaxf(m_lo, mx_lo * p.scale_log2);
-    mx_hi = fmaxf(m_hi, mx_hi * p.scale_log2);
-    const float base_lo = mx_lo == -INFINITY ? 0.0f : mx_lo;
-    const float base_hi = mx_hi == -INFINITY ? 0.0f : mx_hi;
-    const float alpha_lo = fast_exp2(m_lo - base_lo), alpha_hi = fast_exp2(m_hi - base_hi);
-    m_lo = mx_lo;
-    m_hi = mx_hi;
-    float sum_lo = 0.0f, sum_hi = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kNTiles; ++j) {
-      s[4 * j] = fast_exp2(fmaf(s[4 * j], p.scale_log2, -base_lo));
-      s[4 * j + 1] = fast_exp2(fmaf(s[4 * j + 1], p.scale_log2, -base_lo));
-      s[4 * j + 2] = fast_exp2(fmaf(s[4 * j + 2], p.scale_log2, -base_hi));
-      s[4 * j + 3] = fast_exp2(fmaf(s[4 * j + 3], p.scale_log2, -base_hi));
-      sum_lo += s[4 * j] + s[4 * j + 1];
-      sum_hi += s[4 * j + 2] + s[4 * j + 3];
-    }
-    l_lo = l_lo * alpha_lo + sum_lo;
-    l_hi = l_hi * alpha_hi + sum_hi;
-#pragma unroll
-    for (int d = 0; d < kDTiles; ++d) {
-      o[4 * d] *= alpha_lo;
-      o[4 * d + 1] *= alpha_lo;
-      o[4 * d + 2] *= alpha_hi;
-      o[4 * d + 3] *= alpha_hi;
-    }
+    if (n0 + kTileN > kv_len || (p.causal && n0 + kTileN - 1 > m0 + diag))
+      RowSoftmax::mask(s, n0, t, row_lo, row_hi, kv_len, p.causal, diag);
+    rows.update(s, o, p.scale_log2);
 
     // O += P V: k-steps of 16 keys; V's 16 rows start 2048 bytes apart, its two 64-column regions
     // kTileN * 128 bytes apart (the leading byte offset of a transposed B).
@@ -234,42 +188,30 @@ __global__ void __launch_bounds__(128 * kWG) flash_prefill_sm90_kernel(Params p)
 #pragma unroll
     for (int kk = 0; kk < kTileN / 16; ++kk)
 #pragma unroll
-      for (int r = 0; r < 4; ++r) pa[kk][r] = pack2<T>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+      for (int r = 0; r < 4; ++r) pa[kk][r] = pack2<T>(s[2 * kk + r / 2][2 * (r % 2)], s[2 * kk + r / 2][2 * (r % 2) + 1]);
     const uint32_t v_buf = sV + buf * kKvBytes;
-    fence_registers(o);
+    fence_registers(o_flat);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kTileN / 16; ++kk)
-      mma_pv<T, D>(o, pa[kk], descriptor(v_buf + kk * 16 * 128, kTileN * 128, 1024));
+      mma_pv<T, D>(o_flat, pa[kk], descriptor(v_buf + kk * 16 * 128, kTileN * 128, 1024));
     wgmma_commit();
     wgmma_wait_all();
-    fence_registers(o);
+    fence_registers(o_flat);
     __syncthreads();  // this buffer is refilled two tiles from now
   }
   cp_async_wait<0>();
   __syncthreads();
 
-#pragma unroll
-  for (int off = 1; off < 4; off <<= 1) {
-    l_lo += __shfl_xor_sync(0xffffffffu, l_lo, off);
-    l_hi += __shfl_xor_sync(0xffffffffu, l_hi, off);
-  }
-  const float inv_lo = l_lo > 0.0f ? 1.0f / l_lo : 0.0f;
-  const float inv_hi = l_hi > 0.0f ? 1.0f / l_hi : 0.0f;
-  if (p.lse && t == 0) {
-    constexpr float kLn2 = 0.6931471805599453f;
-    if (row_lo < q_len)
-      p.lse[int64_t{q_start + row_lo} * p.q_heads + head] = l_lo > 0.0f ? m_lo * kLn2 + logf(l_lo) : -INFINITY;
-    if (row_hi < q_len)
-      p.lse[int64_t{q_start + row_hi} * p.q_heads + head] = l_hi > 0.0f ? m_hi * kLn2 + logf(l_hi) : -INFINITY;
-  }
+  float inv_lo, inv_hi;
+  rows.finish(p.lse, q_start, p.q_heads, head, t, row_lo, row_hi, q_len, inv_lo, inv_hi);
 
   // Stage O through Q's tile (rows of this warp only), then 16-byte row stores.
   const int r_lo = wg * 64 + warp_in_wg * 16 + g;
 #pragma unroll
   for (int d = 0; d < kDTiles; ++d) {
-    const uint32_t lo = pack2<T>(o[4 * d] * inv_lo, o[4 * d + 1] * inv_lo);
-    const uint32_t hi = pack2<T>(o[4 * d + 2] * inv_hi, o[4 * d + 3] * inv_hi);
+    const uint32_t lo = pack2<T>(o[d][0] * inv_lo, o[d][1] * inv_lo);
+    const uint32_t hi = pack2<T>(o[d][2] * inv_hi, o[d][3] * inv_hi);
     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sQ + sw128<kBlockM>(r_lo, d) + 4 * t), "r"(lo));
     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sQ + sw128<kBlockM>(r_lo + 8, d) + 4 * t), "r"(hi));
   }
