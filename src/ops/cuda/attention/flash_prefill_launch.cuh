@@ -55,9 +55,9 @@ void launch_warps(const Params& p, DType dtype, bool paged, int64_t batch, int64
   launch_typed<__half, D, false, kWarps>(p, batch, m_blocks, stream);
 }
 
-template <typename T, int D, bool kPaged, int kWG, int kTileN>
+template <typename T, int D, bool kPaged, int kWG, int kTileN, bool kOverlap = false>
 void launch_sm90_typed(const Params& p, int64_t batch, int64_t max_q, cudaStream_t stream) {
-  constexpr int kSmem = sm90::smem_bytes<D, kWG, kTileN>();
+  constexpr int kSmem = sm90::smem_bytes<D, kWG, kTileN, kOverlap>();
   constexpr int kBlockM = 64 * kWG;
   const int64_t m_blocks = (max_q + kBlockM - 1) / kBlockM;
   if (batch > 65535 || m_blocks > 65535)
@@ -65,19 +65,21 @@ void launch_sm90_typed(const Params& p, int64_t batch, int64_t max_q, cudaStream
                 "at most 65535 sequences and 65535 query tiles of " + std::to_string(kBlockM),
                 std::to_string(batch) + " sequences, up to " + std::to_string(max_q) + " queries");
   static const bool opted_in = [] {
-    BRAID_CUDA_CHECK(cudaFuncSetAttribute(sm90::flash_prefill_sm90_kernel<T, D, kPaged, kWG, kTileN>,
+    BRAID_CUDA_CHECK(cudaFuncSetAttribute(sm90::flash_prefill_sm90_kernel<T, D, kPaged, kWG, kTileN, kOverlap>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     return true;
   }();
   (void)opted_in;
   const dim3 grid(static_cast<unsigned>(p.q_heads), static_cast<unsigned>(batch),
                   static_cast<unsigned>(m_blocks));
-  sm90::flash_prefill_sm90_kernel<T, D, kPaged, kWG, kTileN><<<grid, 128 * kWG, kSmem, stream>>>(p);
+  sm90::flash_prefill_sm90_kernel<T, D, kPaged, kWG, kTileN, kOverlap>
+      <<<grid, 128 * kWG, kSmem, stream>>>(p);
   BRAID_CUDA_CHECK_LAUNCH();
 }
 
 // Tuning variants of the wgmma kernel (warpgroups x key tile), bf16 with contiguous K/V only:
-// BRAID_FLASH_SM90_VARIANT=1x64 | 2x64 | 1x128 | 2x128; anything else takes the default.
+// BRAID_FLASH_SM90_VARIANT=1x64 | 2x64 | 1x128 | 2x128 | 2x64o (overlapped); anything else takes
+// the default.
 inline std::string sm90_variant() {
   static const std::string v = [] {
     const char* e = std::getenv("BRAID_FLASH_SM90_VARIANT");
@@ -117,6 +119,8 @@ void launch_sm90(const Params& p, DType dtype, bool paged, int64_t batch, int64_
     if (v == "2x64") return launch_sm90_typed<__nv_bfloat16, D, false, 2, 64>(p, batch, max_q, stream);
     if (v == "1x128") return launch_sm90_typed<__nv_bfloat16, D, false, 1, 128>(p, batch, max_q, stream);
     if (v == "2x128") return launch_sm90_typed<__nv_bfloat16, D, false, 2, 128>(p, batch, max_q, stream);
+    if (v == "2x64o")  // softmax overlapped with the next tile's S product
+      return launch_sm90_typed<__nv_bfloat16, D, false, 2, 64, true>(p, batch, max_q, stream);
   }
   constexpr int kTileN = D == 64 ? 64 : 128;
   if (dtype == DType::bf16) {

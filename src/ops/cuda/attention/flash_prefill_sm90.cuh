@@ -90,12 +90,20 @@ __device__ __forceinline__ void mma_pv(float (&o)[D / 2], const uint32_t (&a)[4]
   }
 }
 
-template <int D, int kWG, int kTileN>
-constexpr int smem_bytes() {
-  return (64 * kWG + 4 * kTileN) * D * 2 + 1024;  // + alignment slack: tiles start 1024-aligned
+// K/V stages: a double buffer, or three when the next tile's S product runs during this tile's
+// softmax (kOverlap: tile j + 1 must be resident while tile j's V is still read).
+template <bool kOverlap>
+constexpr int kv_stages() {
+  return kOverlap ? 3 : 2;
 }
 
-template <typename T, int D, bool kPaged, int kWG, int kTileN>
+template <int D, int kWG, int kTileN, bool kOverlap = false>
+constexpr int smem_bytes() {
+  // + alignment slack: tiles start 1024-aligned
+  return (64 * kWG + 2 * kv_stages<kOverlap>() * kTileN) * D * 2 + 1024;
+}
+
+template <typename T, int D, bool kPaged, int kWG, int kTileN, bool kOverlap = false>
 __global__ void __launch_bounds__(128 * kWG) flash_prefill_sm90_kernel(Params p) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   __trap();  // wgmma needs sm_90a code; the launcher picks this kernel only on compute capability 9.0
@@ -119,7 +127,7 @@ __global__ void __launch_bounds__(128 * kWG) flash_prefill_sm90_kernel(Params p)
   const int n_tiles = (n_end + kTileN - 1) / kTileN;
 
   const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
-  const uint32_t sQ = base, sK = sQ + kQBytes, sV = sK + 2 * kKvBytes;
+  const uint32_t sQ = base, sK = sQ + kQBytes, sV = sK + kv_stages<kOverlap>() * kKvBytes;
 
   const char* q_base = static_cast<const char*>(p.q) +
                        (int64_t{q_start} * p.q_row_stride + int64_t{head} * D) * sizeof(T);
@@ -151,54 +159,97 @@ __global__ void __launch_bounds__(128 * kWG) flash_prefill_sm90_kernel(Params p)
   // This warpgroup's 64 rows of Q: region stride kBlockM * 128 bytes, rows 64 wg onwards.
   const uint32_t q_wg = sQ + wg * 64 * 128;
 
-  for (int tile = 0; tile < n_tiles; ++tile) {
-    const int buf = tile & 1;
-    if (tile + 1 < n_tiles) load_kv(tile + 1, buf ^ 1);
-    cp_async_commit();
-    cp_async_wait<1>();
-    fence_proxy_async();  // the cp.async writes, seen by wgmma's reads
-    __syncthreads();
-
-    // S = Q K^T: k-steps of 16 columns, 4 per 128-byte region.
-    float s[kNTiles][4];
-    auto& s_flat = reinterpret_cast<float(&)[kTileN / 2]>(s);
-    const uint32_t k_buf = sK + buf * kKvBytes;
+  // S = Q K^T for the tile in k_buf: k-steps of 16 columns, 4 per 128-byte region.
+  auto issue_qk = [&](float (&s)[kNTiles][4], uint32_t k_buf) {
     wgmma_fence();
 #pragma unroll
     for (int kstep = 0; kstep < D / 16; ++kstep) {
       const uint32_t col = (kstep / 4), within = (kstep % 4) * 32;
       const uint64_t da = descriptor(q_wg + col * kBlockM * 128 + within, 16, 1024);
       const uint64_t db = descriptor(k_buf + col * kTileN * 128 + within, 16, 1024);
-      mma_qk<T, kTileN>(s_flat, da, db, kstep > 0);
+      mma_qk<T, kTileN>(reinterpret_cast<float(&)[kTileN / 2]>(s), da, db, kstep > 0);
     }
     wgmma_commit();
-    wgmma_wait_all();
-    fence_registers(s_flat);
-
+  };
+  // Masks (only on tiles past the first row's diagonal or the last key) and the softmax update.
+  auto softmax = [&](float (&s)[kNTiles][4], int tile) {
     const int n0 = tile * kTileN;
     if (n0 + kTileN > kv_len || (p.causal && n0 + kTileN - 1 > m0 + diag))
       RowSoftmax::mask(s, n0, t, row_lo, row_hi, kv_len, p.causal, diag);
     rows.update(s, o, p.scale_log2);
-
-    // O += P V: k-steps of 16 keys; V's 16 rows start 2048 bytes apart, its two 64-column regions
-    // kTileN * 128 bytes apart (the leading byte offset of a transposed B).
-    // P is packed whole before the first product: registers written between two wgmmas make the
-    // compiler serialise them.
+  };
+  // O += P V for the tile in v_buf: k-steps of 16 keys; V's 16 rows start 2048 bytes apart, its
+  // two 64-column regions kTileN * 128 bytes apart (the leading byte offset of a transposed B).
+  // P is packed whole before the first product: registers written between two wgmmas make the
+  // compiler serialise them.
+  auto issue_pv = [&](const float (&s)[kNTiles][4], uint32_t v_buf) {
     uint32_t pa[kTileN / 16][4];
 #pragma unroll
     for (int kk = 0; kk < kTileN / 16; ++kk)
 #pragma unroll
-      for (int r = 0; r < 4; ++r) pa[kk][r] = pack2<T>(s[2 * kk + r / 2][2 * (r % 2)], s[2 * kk + r / 2][2 * (r % 2) + 1]);
-    const uint32_t v_buf = sV + buf * kKvBytes;
+      for (int r = 0; r < 4; ++r)
+        pa[kk][r] = pack2<T>(s[2 * kk + r / 2][2 * (r % 2)], s[2 * kk + r / 2][2 * (r % 2) + 1]);
     fence_registers(o_flat);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kTileN / 16; ++kk)
       mma_pv<T, D>(o_flat, pa[kk], descriptor(v_buf + kk * 16 * 128, kTileN * 128, 1024));
     wgmma_commit();
-    wgmma_wait_all();
-    fence_registers(o_flat);
-    __syncthreads();  // this buffer is refilled two tiles from now
+  };
+
+  if constexpr (!kOverlap) {
+    for (int tile = 0; tile < n_tiles; ++tile) {
+      const int buf = tile & 1;
+      if (tile + 1 < n_tiles) load_kv(tile + 1, buf ^ 1);
+      cp_async_commit();
+      cp_async_wait<1>();
+      fence_proxy_async();  // the cp.async writes, seen by wgmma's reads
+      __syncthreads();
+      float s[kNTiles][4];
+      issue_qk(s, sK + buf * kKvBytes);
+      wgmma_wait_all();
+      fence_registers(reinterpret_cast<float(&)[kTileN / 2]>(s));
+      softmax(s, tile);
+      issue_pv(s, sV + buf * kKvBytes);
+      wgmma_wait_all();
+      fence_registers(o_flat);
+      __syncthreads();  // this buffer is refilled two tiles from now
+    }
+  } else {
+    // Tile j's softmax runs while tile j + 1's S product is in flight on the tensor cores.
+    if (n_tiles > 1) load_kv(1, 1);
+    cp_async_commit();
+    cp_async_wait<1>();
+    fence_proxy_async();
+    __syncthreads();
+    float s[kNTiles][4];
+    if (n_tiles > 0) {
+      issue_qk(s, sK);
+      wgmma_wait_all();
+      fence_registers(reinterpret_cast<float(&)[kTileN / 2]>(s));
+    }
+    for (int tile = 0; tile < n_tiles; ++tile) {
+      if (tile + 2 < n_tiles) load_kv(tile + 2, (tile + 2) % 3);
+      cp_async_commit();
+      cp_async_wait<1>();  // tile + 1 has landed
+      fence_proxy_async();
+      __syncthreads();
+      const bool more = tile + 1 < n_tiles;
+      float s_next[kNTiles][4];
+      if (more) issue_qk(s_next, sK + ((tile + 1) % 3) * kKvBytes);
+      softmax(s, tile);
+      issue_pv(s, sV + (tile % 3) * kKvBytes);
+      wgmma_wait_all();
+      fence_registers(o_flat);
+      if (more) {
+        fence_registers(reinterpret_cast<float(&)[kTileN / 2]>(s_next));
+#pragma unroll
+        for (int j = 0; j < kNTiles; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[j][e] = s_next[j][e];
+      }
+      __syncthreads();  // tile's stage is refilled by the next iteration's load
+    }
   }
   cp_async_wait<0>();
   __syncthreads();
