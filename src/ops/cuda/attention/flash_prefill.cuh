@@ -235,8 +235,11 @@ __global__ void __launch_bounds__(kWarps * 32) flash_prefill_kernel(Params p) {
   constexpr int kDSteps = D / 16;   // k-steps of S = Q K^T
   constexpr int kNTiles = kBlockN / 8;
 
-  const int head = blockIdx.x, seq = blockIdx.y;
-  const int m_block = static_cast<int>(gridDim.z) - 1 - static_cast<int>(blockIdx.z);  // heavy first
+  // Query tiles vary fastest, so the blocks resident together share a head's K/V in L2 (with
+  // heads outermost, 264 resident blocks read 264 heads' K/V: 79% of DRAM bandwidth on the H100);
+  // within a head the later (heavier, under causal masking) tiles start first.
+  const int head = blockIdx.y, seq = blockIdx.z;
+  const int m_block = static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x);
   const int q_start = p.cu_seqlens_q[seq];
   const int q_len = p.cu_seqlens_q[seq + 1] - q_start;
   const int m0 = m_block * kBlockM;

@@ -29,8 +29,8 @@ struct Params {
   bool causal;
 };
 
-// Launches (q_heads, batch, query tiles) blocks; max_q bounds the longest q_len. Throws
-// ErrorKind::unsupported past the grid's limits (65535 sequences or query tiles).
+// Launches (query tiles, q_heads, batch) blocks; max_q bounds the longest q_len. Throws
+// ErrorKind::unsupported past the grid's limits (65535 sequences or heads).
 template <int D>
 void launch(const Params& p, DType dtype, bool paged, int64_t batch, int64_t max_q,
             cudaStream_t stream);

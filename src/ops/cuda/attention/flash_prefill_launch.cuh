@@ -1,6 +1,7 @@
 // The launcher behind flash::launch<D>, included by the one .cu per head_dim that instantiates it.
 #pragma once
 
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 
@@ -12,6 +13,14 @@
 
 namespace braid::cuda::flash {
 
+// The grid is (query tiles, q_heads, batch): y and z stop at 65535.
+inline void check_grid(const Params& p, int64_t batch, int64_t m_blocks) {
+  if (batch > 65535 || p.q_heads > 65535 || m_blocks > INT32_MAX)
+    check::fail(ErrorKind::unsupported, "attention_prefill", "q",
+                "at most 65535 sequences and 65535 heads",
+                std::to_string(batch) + " sequences, " + std::to_string(p.q_heads) + " heads");
+}
+
 template <typename T, int D, bool kPaged, int kWarps>
 void launch_typed(const Params& p, int64_t batch, int64_t m_blocks, cudaStream_t stream) {
   constexpr int kSmem = smem_bytes<D, kWarps>();
@@ -22,8 +31,8 @@ void launch_typed(const Params& p, int64_t batch, int64_t m_blocks, cudaStream_t
     return true;
   }();
   (void)opted_in;
-  const dim3 grid(static_cast<unsigned>(p.q_heads), static_cast<unsigned>(batch),
-                  static_cast<unsigned>(m_blocks));
+  const dim3 grid(static_cast<unsigned>(m_blocks), static_cast<unsigned>(p.q_heads),
+                  static_cast<unsigned>(batch));
   flash_prefill_kernel<T, D, kPaged, kWarps><<<grid, kWarps * 32, kSmem, stream>>>(p);
   BRAID_CUDA_CHECK_LAUNCH();
 }
@@ -43,10 +52,7 @@ template <int D, int kWarps>
 void launch_warps(const Params& p, DType dtype, bool paged, int64_t batch, int64_t max_q,
                   cudaStream_t stream) {
   const int64_t m_blocks = (max_q + 16 * kWarps - 1) / (16 * kWarps);
-  if (batch > 65535 || m_blocks > 65535)
-    check::fail(ErrorKind::unsupported, "attention_prefill", "cu_seqlens_q",
-                "at most 65535 sequences and 65535 query tiles of " + std::to_string(16 * kWarps),
-                std::to_string(batch) + " sequences, up to " + std::to_string(max_q) + " queries");
+  check_grid(p, batch, m_blocks);
   if (dtype == DType::bf16) {
     if (paged) return launch_typed<__nv_bfloat16, D, true, kWarps>(p, batch, m_blocks, stream);
     return launch_typed<__nv_bfloat16, D, false, kWarps>(p, batch, m_blocks, stream);
@@ -60,18 +66,15 @@ void launch_sm90_typed(const Params& p, int64_t batch, int64_t max_q, cudaStream
   constexpr int kSmem = sm90::smem_bytes<D, kWG, kTileN, kOverlap>();
   constexpr int kBlockM = 64 * kWG;
   const int64_t m_blocks = (max_q + kBlockM - 1) / kBlockM;
-  if (batch > 65535 || m_blocks > 65535)
-    check::fail(ErrorKind::unsupported, "attention_prefill", "cu_seqlens_q",
-                "at most 65535 sequences and 65535 query tiles of " + std::to_string(kBlockM),
-                std::to_string(batch) + " sequences, up to " + std::to_string(max_q) + " queries");
+  check_grid(p, batch, m_blocks);
   static const bool opted_in = [] {
     BRAID_CUDA_CHECK(cudaFuncSetAttribute(sm90::flash_prefill_sm90_kernel<T, D, kPaged, kWG, kTileN, kOverlap>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     return true;
   }();
   (void)opted_in;
-  const dim3 grid(static_cast<unsigned>(p.q_heads), static_cast<unsigned>(batch),
-                  static_cast<unsigned>(m_blocks));
+  const dim3 grid(static_cast<unsigned>(m_blocks), static_cast<unsigned>(p.q_heads),
+                  static_cast<unsigned>(batch));
   sm90::flash_prefill_sm90_kernel<T, D, kPaged, kWG, kTileN, kOverlap>
       <<<grid, 128 * kWG, kSmem, stream>>>(p);
   BRAID_CUDA_CHECK_LAUNCH();
