@@ -10,8 +10,9 @@
 // and region, rows contiguous, 16-byte chunks XOR-ed with row % 8, a D = 128 tile being two such
 // regions side by side. cp.async fills them (double-buffered K/V, as the mma.sync kernel), and a
 // proxy fence makes those generic-proxy writes visible to wgmma's async-proxy reads.
-// Not yet here (docs/perf/attention.md): TMA loads, a producer warpgroup, and softmax overlapped
-// with the next tile's products.
+// Not yet here (docs/perf/attention.md): TMA loads, a producer warpgroup, ping-pong between the
+// two warpgroups. kOverlap (a tuning variant, measured no faster) issues the next tile's S product
+// before this tile's softmax.
 #pragma once
 
 #include "ops/cuda/attention/flash_prefill.cuh"
