@@ -468,18 +468,10 @@ int run_attention_bench(const AttentionArgs& args) {
     return 2;
   }
   const Device dev = Device::cuda(0);
-  bench::Report run;
-  run.suite = std::string("attention") + (args.quick ? " (quick)" : "") +
-              (args.sweep ? " sweep" : "") + (args.gqa ? " gqa" : "");
-  run.git_commit = bench::git_commit();
-  run.date_utc = bench::utc_now();
-  run.has_device = true;
-  run.device = *info;
-  auto add = [&](bench::ResultRow r) {
-    fmt::print(stderr, "  measured {} {} [{}]: {} us\n", r.name, r.params, r.timing,
-               bench::format_us(r.stats.median_us));
-    run.rows.push_back(std::move(r));
-  };
+  const std::string suite = std::string("attention") + (args.quick ? " (quick)" : "") +
+                            (args.sweep ? " sweep" : "") + (args.gqa ? " gqa" : "");
+  bench::Report run = bench::start_report(suite, *info);
+  auto add = [&](bench::ResultRow r) { bench::record_row(run, std::move(r)); };
   fmt::print(stderr, "{}{}{}{}: measuring...\n", kCmd, args.quick ? " --quick" : "",
              args.sweep ? " --sweep" : "", args.gqa ? " --gqa" : "");
   // Ceilings first: each attention row's roofline class needs them.

@@ -184,17 +184,8 @@ int run_attention_decode(const DecodeArgs& args) {
     return 2;
   }
   const Device dev = Device::cuda(0);
-  bench::Report run;
-  run.suite = args.quick ? "attention-decode (quick)" : "attention-decode";
-  run.git_commit = bench::git_commit();
-  run.date_utc = bench::utc_now();
-  run.has_device = true;
-  run.device = *info;
-  auto add = [&](bench::ResultRow r) {
-    fmt::print(stderr, "  measured {} {} [{}]: {} us\n", r.name, r.params, r.timing,
-               bench::format_us(r.stats.median_us));
-    run.rows.push_back(std::move(r));
-  };
+  bench::Report run = bench::start_report(args.quick ? "attention-decode (quick)" : "attention-decode", *info);
+  auto add = [&](bench::ResultRow r) { bench::record_row(run, std::move(r)); };
   fmt::print(stderr, "braidinfer bench attention-decode{}: measuring...\n", args.quick ? " --quick" : "");
   bench::measure_copy_ceiling(args.quick, 0, add);
   cuda_allocator::empty_cache();

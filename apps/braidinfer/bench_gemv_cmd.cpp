@@ -342,17 +342,8 @@ int run_gemv_bench(const GemvArgs& args) {
     return 2;
   }
   const Device dev = Device::cuda(0);
-  bench::Report run;
-  run.suite = args.quick ? "gemv (quick)" : "gemv";
-  run.git_commit = bench::git_commit();
-  run.date_utc = bench::utc_now();
-  run.has_device = true;
-  run.device = *info;
-  auto add = [&](bench::ResultRow r) {
-    fmt::print(stderr, "  measured {} {} [{}]: {} us  {}\n", r.name, r.params, r.timing,
-               bench::format_us(r.stats.median_us), r.note);
-    run.rows.push_back(std::move(r));
-  };
+  bench::Report run = bench::start_report(args.quick ? "gemv (quick)" : "gemv", *info);
+  auto add = [&](bench::ResultRow r) { bench::record_row(run, std::move(r)); };
   fmt::print(stderr, "braidinfer bench gemv{}{}: measuring...\n", args.quick ? " --quick" : "",
              args.sweep ? " --sweep" : "");
   bench::measure_copy_ceiling(args.quick, 0, add);

@@ -195,12 +195,7 @@ Report run_ceilings(const CeilingsOptions& options) {
   const Device dev = Device::cuda(options.device);
   const CeilingsPlan plan = ceilings_plan(options.quick);
 
-  Report run;
-  run.suite = options.quick ? "ceilings (quick)" : "ceilings";
-  run.git_commit = git_commit();
-  run.date_utc = utc_now();
-  run.has_device = true;
-  run.device = *info;
+  Report run = start_report(options.quick ? "ceilings (quick)" : "ceilings", *info);
   const AddRow add = [&](ResultRow r) {
     if (options.on_row) options.on_row(r);
     run.rows.push_back(std::move(r));

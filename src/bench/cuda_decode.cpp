@@ -107,19 +107,14 @@ Report run_decode(const DecodeOptions& o) {
   const Device dev = Device::cuda(o.device);
   const DType dtype = DType::bf16;
 
-  Report run;
-  run.suite = "decode";
-  // The copy ceiling of this run: the floor is read against it.
   std::string reason;
   const auto info = query_device(o.device, &reason);
   if (!info) throw Error(ErrorKind::unsupported, "bench decode: " + reason);
-  run.device = *info;
-  run.has_device = true;
+  Report run = start_report("decode", *info);
+  // The copy ceiling of this run: the floor is read against it.
   std::vector<ResultRow> copy_rows;
   measure_copy_ceiling(o.quick, o.device, [&](ResultRow r) { copy_rows.push_back(std::move(r)); });
   run.ceilings = ceilings_from_rows(copy_rows);
-  run.git_commit = git_commit();
-  run.date_utc = utc_now();
 
   const model::ModelConfig c = o.model_dir.empty() ? decode_preset(o.preset)
                                                    : model::load_config(o.model_dir);

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <string_view>
 
+#include <fmt/core.h>
 #include <fmt/format.h>
 
 #include "braid/error.h"
@@ -219,6 +220,22 @@ DeviceInfo device_from_json(const nlohmann::json& j) {
 }
 
 }  // namespace
+
+Report start_report(const std::string& suite, const DeviceInfo& device) {
+  Report run;
+  run.suite = suite;
+  run.git_commit = git_commit();
+  run.date_utc = utc_now();
+  run.has_device = true;
+  run.device = device;
+  return run;
+}
+
+void record_row(Report& run, ResultRow row) {
+  fmt::print(stderr, "  measured {} {} [{}]: {} us{}{}\n", row.name, row.params, row.timing,
+             format_us(row.stats.median_us), row.note.empty() ? "" : "  ", row.note);
+  run.rows.push_back(std::move(row));
+}
 
 nlohmann::json to_json(const Report& run) {
   nlohmann::json rows = nlohmann::json::array();

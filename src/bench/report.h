@@ -83,6 +83,13 @@ std::string utc_now();
 // current directory (with "+dirty" when the work tree differs from HEAD), else "unknown".
 std::string git_commit();
 
+// A report of `suite` on `device`, its header filled: commit, date, device (ceilings and rows are
+// the caller's).
+Report start_report(const std::string& suite, const DeviceInfo& device);
+// Appends `row` to run.rows and prints its progress line to stderr:
+// "  measured NAME PARAMS [TIMING]: MEDIAN us  NOTE".
+void record_row(Report& run, ResultRow row);
+
 nlohmann::json to_json(const Report& run);
 // Reads what to_json wrote (derived fields such as gbps are recomputed, not read). Throws
 // braid::Error (io) naming the missing or mistyped field.
