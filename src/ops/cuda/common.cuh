@@ -69,6 +69,21 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
+// Launch shape of an element-wise kernel over rows: columns in x (per_thread elements per
+// thread, at most 256 threads), rows in y up to gridDim.y's 65535 (kernels stride past it).
+struct RowwiseLaunch {
+  dim3 grid;
+  unsigned threads;
+};
+inline RowwiseLaunch rowwise_launch(int64_t rows, int columns_per_row, int per_thread) {
+  const int columns = (columns_per_row + per_thread - 1) / per_thread;
+  int threads = (columns + 31) / 32 * 32;
+  threads = threads > 256 ? 256 : threads;
+  return {dim3(static_cast<unsigned>((columns + threads - 1) / threads),
+               static_cast<unsigned>(rows < 65535 ? rows : 65535)),
+          static_cast<unsigned>(threads)};
+}
+
 // Calls f with a value of the CUDA element type for `t` (f32, f16, bf16): f(float{}) etc.
 template <typename F>
 void dispatch_float_type(DType t, F&& f) {

@@ -52,19 +52,14 @@ void add_inplace(const Tensor& x, const Tensor& residual, Stream stream) {
   const int vec = 16 / elem;
   const bool can_vec = a.d % vec == 0 && aligned16(a.x) && aligned16(a.residual) &&
                        (a.x_stride * elem) % 16 == 0 && (a.residual_stride * elem) % 16 == 0;
-  const int per_thread = can_vec ? vec : 1;
-  const int columns = (a.d + per_thread - 1) / per_thread;
-  int threads = (columns + 31) / 32 * 32;
-  threads = threads > 256 ? 256 : threads;
-  const dim3 grid(static_cast<unsigned>((columns + threads - 1) / threads),
-                  static_cast<unsigned>(a.rows < 65535 ? a.rows : 65535));
+  const RowwiseLaunch l = rowwise_launch(a.rows, a.d, can_vec ? vec : 1);
   auto s = static_cast<cudaStream_t>(stream.handle);
   dispatch_float_type(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     if (can_vec)
-      add_inplace_kernel<T, true><<<grid, threads, 0, s>>>(a);
+      add_inplace_kernel<T, true><<<l.grid, l.threads, 0, s>>>(a);
     else
-      add_inplace_kernel<T, false><<<grid, threads, 0, s>>>(a);
+      add_inplace_kernel<T, false><<<l.grid, l.threads, 0, s>>>(a);
   });
   BRAID_CUDA_CHECK_LAUNCH();
 }

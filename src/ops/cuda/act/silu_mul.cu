@@ -58,19 +58,14 @@ void silu_mul(const Tensor& x, const Tensor& out, Stream stream) {
   // d % vec also keeps `up` (at offset d) 16-byte aligned.
   const bool can_vec = a.d % vec == 0 && aligned16(a.x) && aligned16(a.out) &&
                        (a.x_stride * elem) % 16 == 0 && (a.out_stride * elem) % 16 == 0;
-  const int per_thread = can_vec ? vec : 1;
-  const int columns = (a.d + per_thread - 1) / per_thread;
-  int threads = (columns + 31) / 32 * 32;
-  threads = threads > 256 ? 256 : threads;
-  const dim3 grid(static_cast<unsigned>((columns + threads - 1) / threads),
-                  static_cast<unsigned>(a.rows < 65535 ? a.rows : 65535));
+  const RowwiseLaunch l = rowwise_launch(a.rows, a.d, can_vec ? vec : 1);
   auto s = static_cast<cudaStream_t>(stream.handle);
   dispatch_float_type(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     if (can_vec)
-      silu_mul_kernel<T, true><<<grid, threads, 0, s>>>(a);
+      silu_mul_kernel<T, true><<<l.grid, l.threads, 0, s>>>(a);
     else
-      silu_mul_kernel<T, false><<<grid, threads, 0, s>>>(a);
+      silu_mul_kernel<T, false><<<l.grid, l.threads, 0, s>>>(a);
   });
   BRAID_CUDA_CHECK_LAUNCH();
 }

@@ -51,6 +51,49 @@ struct KvSource {
   }
 };
 
+// The work of one block, for either kernel: the (sequence, head, query tile) it owns, the keys it
+// sees and where its query, key and value rows live. The grid is (query tiles, heads, sequences)
+// with query tiles fastest, so the blocks resident together share a head's K/V in L2 (heads
+// outermost had 264 resident blocks reading 264 heads' K/V: 79% of DRAM bandwidth on the H100);
+// within a head the later (heavier, under causal masking) tiles start first.
+template <typename T, int D, bool kPaged>
+struct BlockWork {
+  int head, q_start, q_len, m0, kv_len, diag, n_tiles;
+  const char* q_base;  // row 0 of the sequence's queries, at this head
+  int64_t q_row_bytes;
+  KvSource<kPaged> k, v;
+
+  // False when the tile starts past the sequence's queries (nothing to do).
+  __device__ __forceinline__ bool init(const Params& p, int block_m, int tile_n) {
+    head = blockIdx.y;
+    const int seq = blockIdx.z;
+    m0 = (static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x)) * block_m;
+    q_start = p.cu_seqlens_q[seq];
+    q_len = p.cu_seqlens_q[seq + 1] - q_start;
+    if (m0 >= q_len) return false;
+    kv_len = kPaged ? p.kv_lens[seq] : p.cu_seqlens_kv[seq + 1] - p.cu_seqlens_kv[seq];
+    diag = kv_len - q_len;  // query i sees keys <= i + diag when causal
+    // Keys this block can see: all of them, or (causal) up to its last row's diagonal.
+    const int n_end = p.causal ? min(kv_len, m0 + block_m + diag) : kv_len;
+    n_tiles = (n_end + tile_n - 1) / tile_n;
+    q_row_bytes = p.q_row_stride * int64_t{sizeof(T)};
+    q_base = static_cast<const char*>(p.q) + int64_t{q_start} * q_row_bytes +
+             int64_t{head} * D * int64_t{sizeof(T)};
+    const int kvh = head / (p.q_heads / p.kv_heads);
+    k = {static_cast<const char*>(p.k), p.k_row_stride * int64_t{sizeof(T)},
+         int64_t{kvh} * D * int64_t{sizeof(T)}, kPaged ? 0 : p.cu_seqlens_kv[seq],
+         kPaged ? p.page_table + int64_t{seq} * p.max_pages : nullptr, p.page_size};
+    v = k;
+    v.base = static_cast<const char*>(p.v);
+    v.row_stride_bytes = p.v_row_stride * int64_t{sizeof(T)};
+    return true;
+  }
+  // Query row r of the tile.
+  __device__ __forceinline__ const char* q_row(int r) const {
+    return q_base + int64_t{m0 + r} * q_row_bytes;
+  }
+};
+
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
@@ -235,44 +278,22 @@ __global__ void __launch_bounds__(kWarps * 32) flash_prefill_kernel(Params p) {
   constexpr int kDSteps = D / 16;   // k-steps of S = Q K^T
   constexpr int kNTiles = kBlockN / 8;
 
-  // Query tiles vary fastest, so the blocks resident together share a head's K/V in L2 (with
-  // heads outermost, 264 resident blocks read 264 heads' K/V: 79% of DRAM bandwidth on the H100);
-  // within a head the later (heavier, under causal masking) tiles start first.
-  const int head = blockIdx.y, seq = blockIdx.z;
-  const int m_block = static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x);
-  const int q_start = p.cu_seqlens_q[seq];
-  const int q_len = p.cu_seqlens_q[seq + 1] - q_start;
-  const int m0 = m_block * kBlockM;
-  if (m0 >= q_len) return;
-  const int kv_len = kPaged ? p.kv_lens[seq] : p.cu_seqlens_kv[seq + 1] - p.cu_seqlens_kv[seq];
-  const int kvh = head / (p.q_heads / p.kv_heads);
-  const int diag = kv_len - q_len;  // query i sees keys <= i + diag when causal
-
-  // Keys this block can see: all of them, or (causal) up to its last row's diagonal.
-  const int n_end = p.causal ? min(kv_len, m0 + kBlockM + diag) : kv_len;
-  const int n_tiles = (n_end + kBlockN - 1) / kBlockN;
+  BlockWork<T, D, kPaged> w;
+  if (!w.init(p, kBlockM, kBlockN)) return;
+  const int head = w.head, q_start = w.q_start, q_len = w.q_len, m0 = w.m0;
+  const int kv_len = w.kv_len, diag = w.diag, n_tiles = w.n_tiles;
 
   const uint32_t sQ = smem_addr(smem);
   const uint32_t sK = sQ + Tile<D, kBlockM>::kBytes;   // two buffers
   const uint32_t sV = sK + 2 * Tile<D>::kBytes;        // two buffers
 
-  const char* q_base = static_cast<const char*>(p.q) +
-                       (int64_t{q_start} * p.q_row_stride + int64_t{head} * D) * sizeof(T);
-  auto q_row = [&](int r) { return q_base + int64_t{m0 + r} * p.q_row_stride * sizeof(T); };
-  KvSource<kPaged> ks{static_cast<const char*>(p.k), p.k_row_stride * int64_t{sizeof(T)},
-                      int64_t{kvh} * D * int64_t{sizeof(T)}, kPaged ? 0 : p.cu_seqlens_kv[seq],
-                      kPaged ? p.page_table + int64_t{seq} * p.max_pages : nullptr, p.page_size};
-  KvSource<kPaged> vs = ks;
-  vs.base = static_cast<const char*>(p.v);
-  vs.row_stride_bytes = p.v_row_stride * int64_t{sizeof(T)};
-
   auto load_kv = [&](int tile, int buf) {
     const int n0 = tile * kBlockN, rows = min(kBlockN, kv_len - n0);
-    load_tile<D, kBlockN, kThreads>(sK + buf * Tile<D>::kBytes, rows, [&](int r) { return ks.row(n0 + r); });
-    load_tile<D, kBlockN, kThreads>(sV + buf * Tile<D>::kBytes, rows, [&](int r) { return vs.row(n0 + r); });
+    load_tile<D, kBlockN, kThreads>(sK + buf * Tile<D>::kBytes, rows, [&](int r) { return w.k.row(n0 + r); });
+    load_tile<D, kBlockN, kThreads>(sV + buf * Tile<D>::kBytes, rows, [&](int r) { return w.v.row(n0 + r); });
   };
 
-  load_tile<D, kBlockM, kThreads>(sQ, min(kBlockM, q_len - m0), q_row);
+  load_tile<D, kBlockM, kThreads>(sQ, min(kBlockM, q_len - m0), [&](int r) { return w.q_row(r); });
   if (n_tiles > 0) load_kv(0, 0);
   cp_async_commit();
 

@@ -115,40 +115,21 @@ __global__ void __launch_bounds__(128 * kWG) flash_prefill_sm90_kernel(Params p)
   constexpr int kDTiles = D / 8;
   constexpr int kQBytes = kBlockM * D * 2, kKvBytes = kTileN * D * 2;
 
-  // Query tiles vary fastest, so the blocks resident together share a head's K/V in L2 (with
-  // heads outermost, 264 resident blocks read 264 heads' K/V: 79% of DRAM bandwidth on the H100);
-  // within a head the later (heavier, under causal masking) tiles start first.
-  const int head = blockIdx.y, seq = blockIdx.z;
-  const int m_block = static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x);
-  const int q_start = p.cu_seqlens_q[seq];
-  const int q_len = p.cu_seqlens_q[seq + 1] - q_start;
-  const int m0 = m_block * kBlockM;
-  if (m0 >= q_len) return;
-  const int kv_len = kPaged ? p.kv_lens[seq] : p.cu_seqlens_kv[seq + 1] - p.cu_seqlens_kv[seq];
-  const int kvh = head / (p.q_heads / p.kv_heads);
-  const int diag = kv_len - q_len;
-  const int n_end = p.causal ? min(kv_len, m0 + kBlockM + diag) : kv_len;
-  const int n_tiles = (n_end + kTileN - 1) / kTileN;
+  BlockWork<T, D, kPaged> w;
+  if (!w.init(p, kBlockM, kTileN)) return;
+  const int head = w.head, q_start = w.q_start, q_len = w.q_len, m0 = w.m0;
+  const int kv_len = w.kv_len, diag = w.diag, n_tiles = w.n_tiles;
 
   const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
   const uint32_t sQ = base, sK = sQ + kQBytes, sV = sK + kv_stages<kOverlap>() * kKvBytes;
 
-  const char* q_base = static_cast<const char*>(p.q) +
-                       (int64_t{q_start} * p.q_row_stride + int64_t{head} * D) * sizeof(T);
-  auto q_row = [&](int r) { return q_base + int64_t{m0 + r} * p.q_row_stride * sizeof(T); };
-  KvSource<kPaged> ks{static_cast<const char*>(p.k), p.k_row_stride * int64_t{sizeof(T)},
-                      int64_t{kvh} * D * int64_t{sizeof(T)}, kPaged ? 0 : p.cu_seqlens_kv[seq],
-                      kPaged ? p.page_table + int64_t{seq} * p.max_pages : nullptr, p.page_size};
-  KvSource<kPaged> vs = ks;
-  vs.base = static_cast<const char*>(p.v);
-  vs.row_stride_bytes = p.v_row_stride * int64_t{sizeof(T)};
   auto load_kv = [&](int tile, int buf) {
     const int n0 = tile * kTileN, rows = min(kTileN, kv_len - n0);
-    load_tile_sw<D, kTileN, kThreads>(sK + buf * kKvBytes, rows, [&](int r) { return ks.row(n0 + r); });
-    load_tile_sw<D, kTileN, kThreads>(sV + buf * kKvBytes, rows, [&](int r) { return vs.row(n0 + r); });
+    load_tile_sw<D, kTileN, kThreads>(sK + buf * kKvBytes, rows, [&](int r) { return w.k.row(n0 + r); });
+    load_tile_sw<D, kTileN, kThreads>(sV + buf * kKvBytes, rows, [&](int r) { return w.v.row(n0 + r); });
   };
 
-  load_tile_sw<D, kBlockM, kThreads>(sQ, min(kBlockM, q_len - m0), q_row);
+  load_tile_sw<D, kBlockM, kThreads>(sQ, min(kBlockM, q_len - m0), [&](int r) { return w.q_row(r); });
   if (n_tiles > 0) load_kv(0, 0);
   cp_async_commit();
 

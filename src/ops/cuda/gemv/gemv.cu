@@ -150,16 +150,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 2) gemv_kernel(GemvArgs p) {
     return;
   }
 
-  // Partial sums, element [col in tile][activation row]; rows >= m are never read.
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const int col = r * 8 + 2 * t + j;
-      if (has_lo) partial[warp][col * 16 + g] = acc[r][j];
-      if (has_hi) partial[warp][col * 16 + g + 8] = acc[r][2 + j];
-    }
-  }
+  gemv_device::store_partial(partial[warp], acc, g, t, has_lo, has_hi);
   __syncthreads();
 
   // Sum the block's slices and store.

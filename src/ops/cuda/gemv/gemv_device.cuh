@@ -39,4 +39,20 @@ __device__ __forceinline__ void mma(float (&d)[4], uint32_t a0, uint32_t a1, uin
   }
 }
 
+// A warp's two m16n8 accumulators (16 rows of w, activation rows g and g + 8) into its slice of
+// the block's partial sums, element [column in the tile * 16 + activation row]; rows past m are
+// left unwritten (never read).
+__device__ __forceinline__ void store_partial(float* slice, const float (&acc)[2][4], int g, int t,
+                                              bool has_lo, bool has_hi) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int col = r * 8 + 2 * t + j;
+      if (has_lo) slice[col * 16 + g] = acc[r][j];
+      if (has_hi) slice[col * 16 + g + 8] = acc[r][2 + j];
+    }
+  }
+}
+
 }  // namespace braid::cuda::gemv_device
