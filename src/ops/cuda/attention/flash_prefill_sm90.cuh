@@ -11,8 +11,7 @@
 // regions side by side. cp.async fills them (double-buffered K/V, as the mma.sync kernel), and a
 // proxy fence makes those generic-proxy writes visible to wgmma's async-proxy reads.
 // Not yet here (docs/perf/attention.md): TMA loads, a producer warpgroup, ping-pong between the
-// two warpgroups. kOverlap (a tuning variant, measured no faster) issues the next tile's S product
-// before this tile's softmax.
+// two warpgroups.
 #pragma once
 
 #include "ops/cuda/attention/flash_prefill.cuh"
@@ -20,8 +19,15 @@
 
 namespace braid::cuda::flash::sm90 {
 
-// A block is kWG warpgroups of 64 query rows; key tiles are kTileN wide (flash_prefill_launch.cuh
-// picks them: 2 warpgroups, tiles of 128 keys at D = 128 and 64 at D = 64).
+// Two warpgroups of 64 query rows per block; key tiles of kTileN = 128 at D = 128 and 64 at D = 64
+// (at D = 64 the narrow tile ran 13-15% faster, at D = 128 4-9% slower; blocks of one warpgroup
+// were 1.5-2x slower; docs/perf/attention.md).
+constexpr int kWG = 2;
+
+template <int D>
+constexpr int tile_n() {
+  return D == 64 ? 64 : 128;
+}
 
 // Byte offset of 16-byte chunk c8 (columns 8 c8 .. 8 c8 + 7) of row r in a [rows][D] tile.
 template <int kRows>
@@ -91,26 +97,19 @@ __device__ __forceinline__ void mma_pv(float (&o)[D / 2], const uint32_t (&a)[4]
   }
 }
 
-// K/V stages: a double buffer, or three when the next tile's S product runs during this tile's
-// softmax (kOverlap: tile j + 1 must be resident while tile j's V is still read).
-template <bool kOverlap>
-constexpr int kv_stages() {
-  return kOverlap ? 3 : 2;
-}
-
-template <int D, int kWG, int kTileN, bool kOverlap = false>
+template <int D>
 constexpr int smem_bytes() {
-  // + alignment slack: tiles start 1024-aligned
-  return (64 * kWG + 2 * kv_stages<kOverlap>() * kTileN) * D * 2 + 1024;
+  // Q, two K and two V tiles, + alignment slack: tiles start 1024-aligned.
+  return (64 * kWG + 4 * tile_n<D>()) * D * 2 + 1024;
 }
 
-template <typename T, int D, bool kPaged, int kWG, int kTileN, bool kOverlap = false>
+template <typename T, int D, bool kPaged>
 __global__ void __launch_bounds__(128 * kWG) flash_prefill_sm90_kernel(Params p) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   __trap();  // wgmma needs sm_90a code; the launcher picks this kernel only on compute capability 9.0
 #else
   extern __shared__ unsigned char smem_raw[];
-  constexpr int kBlockM = 64 * kWG, kThreads = 128 * kWG;
+  constexpr int kBlockM = 64 * kWG, kThreads = 128 * kWG, kTileN = tile_n<D>();
   constexpr int kNTiles = kTileN / 8;  // 8-key groups of S per row
   constexpr int kDTiles = D / 8;
   constexpr int kQBytes = kBlockM * D * 2, kKvBytes = kTileN * D * 2;
@@ -121,7 +120,7 @@ __global__ void __launch_bounds__(128 * kWG) flash_prefill_sm90_kernel(Params p)
   const int kv_len = w.kv_len, diag = w.diag, n_tiles = w.n_tiles;
 
   const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
-  const uint32_t sQ = base, sK = sQ + kQBytes, sV = sK + kv_stages<kOverlap>() * kKvBytes;
+  const uint32_t sQ = base, sK = sQ + kQBytes, sV = sK + 2 * kKvBytes;
 
   auto load_kv = [&](int tile, int buf) {
     const int n0 = tile * kTileN, rows = min(kTileN, kv_len - n0);
@@ -182,59 +181,22 @@ __global__ void __launch_bounds__(128 * kWG) flash_prefill_sm90_kernel(Params p)
     wgmma_commit();
   };
 
-  if constexpr (!kOverlap) {
-    for (int tile = 0; tile < n_tiles; ++tile) {
-      const int buf = tile & 1;
-      if (tile + 1 < n_tiles) load_kv(tile + 1, buf ^ 1);
-      cp_async_commit();
-      cp_async_wait<1>();
-      fence_proxy_async();  // the cp.async writes, seen by wgmma's reads
-      __syncthreads();
-      float s[kNTiles][4];
-      issue_qk(s, sK + buf * kKvBytes);
-      wgmma_wait_all();
-      fence_registers(reinterpret_cast<float(&)[kTileN / 2]>(s));
-      softmax(s, tile);
-      issue_pv(s, sV + buf * kKvBytes);
-      wgmma_wait_all();
-      fence_registers(o_flat);
-      __syncthreads();  // this buffer is refilled two tiles from now
-    }
-  } else {
-    // Tile j's softmax runs while tile j + 1's S product is in flight on the tensor cores.
-    if (n_tiles > 1) load_kv(1, 1);
+  for (int tile = 0; tile < n_tiles; ++tile) {
+    const int buf = tile & 1;
+    if (tile + 1 < n_tiles) load_kv(tile + 1, buf ^ 1);
     cp_async_commit();
     cp_async_wait<1>();
-    fence_proxy_async();
+    fence_proxy_async();  // the cp.async writes, seen by wgmma's reads
     __syncthreads();
     float s[kNTiles][4];
-    if (n_tiles > 0) {
-      issue_qk(s, sK);
-      wgmma_wait_all();
-      fence_registers(reinterpret_cast<float(&)[kTileN / 2]>(s));
-    }
-    for (int tile = 0; tile < n_tiles; ++tile) {
-      if (tile + 2 < n_tiles) load_kv(tile + 2, (tile + 2) % 3);
-      cp_async_commit();
-      cp_async_wait<1>();  // tile + 1 has landed
-      fence_proxy_async();
-      __syncthreads();
-      const bool more = tile + 1 < n_tiles;
-      float s_next[kNTiles][4];
-      if (more) issue_qk(s_next, sK + ((tile + 1) % 3) * kKvBytes);
-      softmax(s, tile);
-      issue_pv(s, sV + (tile % 3) * kKvBytes);
-      wgmma_wait_all();
-      fence_registers(o_flat);
-      if (more) {
-        fence_registers(reinterpret_cast<float(&)[kTileN / 2]>(s_next));
-#pragma unroll
-        for (int j = 0; j < kNTiles; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) s[j][e] = s_next[j][e];
-      }
-      __syncthreads();  // tile's stage is refilled by the next iteration's load
-    }
+    issue_qk(s, sK + buf * kKvBytes);
+    wgmma_wait_all();
+    fence_registers(reinterpret_cast<float(&)[kTileN / 2]>(s));
+    softmax(s, tile);
+    issue_pv(s, sV + buf * kKvBytes);
+    wgmma_wait_all();
+    fence_registers(o_flat);
+    __syncthreads();  // this buffer is refilled two tiles from now
   }
   cp_async_wait<0>();
   __syncthreads();
