@@ -136,6 +136,41 @@ TEST_P(AttentionPrefillDiff, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionPrefillDiff, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return case_name(info.param); });
 
+// A sequence's last key tile overlaps the next sequence's rows, which the TMA kernel loads whole:
+// a NaN in the next sequence's first value row must not reach this sequence's output (p = 0 for
+// keys past kv_len, but 0 * NaN is NaN unless those rows are dropped).
+TEST(AttentionPrefillIsolation, NextSequenceNaNDoesNotLeak) {
+  BRAID_REQUIRE_CUDA();
+  for (int64_t d : {64, 128})
+    for (bool causal : {false, true}) {
+      SCOPED_TRACE("d " + std::to_string(d) + (causal ? " causal" : " full"));
+      const std::vector<Seq> seqs = {{70, 70}, {30, 30}};
+      PackedBatch b = make_batch(DType::bf16, 2, 1, d, seqs, fresh_seed());
+      const int64_t row_elems = (b.q_heads + 2 * b.kv_heads) * d;
+      auto* qkv = static_cast<uint16_t*>(b.qkv.view().data);
+      for (int64_t e = (b.q_heads + b.kv_heads) * d; e < row_elems; ++e)
+        qkv[70 * row_elems + e] = 0x7fc0;  // bf16 NaN in v's row 70 (sequence 1, key 0)
+      const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+      const Device cpu = Device::cpu(), gpu = Device::cuda(0);
+      auto ref = poisoned(DType::bf16, {b.total_q, b.q_heads, d}, cpu);
+      auto ref_lse = poisoned(DType::f32, {b.total_q, b.q_heads}, cpu);
+      ops::attention_prefill(b.q(b.q_wide), b.k(b.qkv), b.v(b.qkv), b.cu_q, b.cu_kv, b.max_q,
+                             causal, scale, ref, ref_lse);
+      OwnedTensor qkv_gpu = to_device(b.qkv, gpu), q_wide = to_device(b.q_wide, gpu);
+      OwnedTensor cu_q = to_device(b.cu_q, gpu), cu_kv = to_device(b.cu_kv, gpu);
+      auto out = poisoned(DType::bf16, {b.total_q, b.q_heads, d}, gpu);
+      auto lse = poisoned(DType::f32, {b.total_q, b.q_heads}, gpu);
+      ops::attention_prefill(b.q(q_wide), b.k(qkv_gpu), b.v(qkv_gpu), cu_q, cu_kv, b.max_q, causal,
+                             scale, out, lse);
+      const int64_t seq0 = 70 * b.q_heads * d;  // sequence 0's output elements
+      std::vector<float> got = to_floats(out), want = to_floats(ref);
+      got.resize(seq0);
+      want.resize(seq0);
+      for (float x : got) ASSERT_FALSE(std::isnan(x)) << "NaN leaked into sequence 0";
+      EXPECT_LE(rel_error(got, want), tolerance(DType::bf16));
+    }
+}
+
 // The reference against a direct formula on a tiny case: one sequence, 2 queries (the last two of
 // 3 tokens), one head of width 1, scale 1: query 0 sees keys 0..1, query 1 sees all three.
 TEST(AttentionPrefillReference, DirectFormula) {

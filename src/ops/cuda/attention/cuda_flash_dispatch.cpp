@@ -73,6 +73,8 @@ void attention_prefill(const Tensor& q, const Tensor& k, const Tensor& v, const 
   p.cu_seqlens_q = cu_seqlens_q.ptr<int32_t>();
   p.cu_seqlens_kv = cu_seqlens_kv.ptr<int32_t>();
   p.kv_heads = static_cast<int>(k.shape[1]);
+  p.q_rows = q.shape[0];
+  p.kv_rows = k.shape[0];
   launch(p, q.dtype, q.shape[2], /*paged=*/false, cu_seqlens_q.shape[0] - 1, max_seqlen_q, stream);
 }
 

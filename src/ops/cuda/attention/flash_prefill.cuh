@@ -204,10 +204,12 @@ struct RowSoftmax {
   }
 
   // Raw scores -> probabilities against the new running max (in log2 units: the scale is > 0, so
-  // the raw scores' max scales to it); updates m and l and rescales o by the change of max.
-  template <int kGroups, int kOGroups>
-  __device__ __forceinline__ void update(float (&s)[kGroups][4], float (&o)[kOGroups][4],
-                                         float scale_log2) {
+  // the raw scores' max scales to it); updates m and l and returns in alpha_lo, alpha_hi the factor
+  // the rows' output accumulators must be rescaled by (rescale(); the warp-specialised kernel does
+  // it later, once the previous tile's P V has landed in them).
+  template <int kGroups>
+  __device__ __forceinline__ void probabilities(float (&s)[kGroups][4], float scale_log2,
+                                                float& alpha_lo, float& alpha_hi) {
     float mx_lo = -INFINITY, mx_hi = -INFINITY;
 #pragma unroll
     for (int j = 0; j < kGroups; ++j) {
@@ -224,7 +226,8 @@ struct RowSoftmax {
     // A row with nothing visible yet keeps max -inf: subtract 0 instead (its p are all 0).
     const float base_lo = mx_lo == -INFINITY ? 0.0f : mx_lo;
     const float base_hi = mx_hi == -INFINITY ? 0.0f : mx_hi;
-    const float alpha_lo = fast_exp2(m_lo - base_lo), alpha_hi = fast_exp2(m_hi - base_hi);
+    alpha_lo = fast_exp2(m_lo - base_lo);
+    alpha_hi = fast_exp2(m_hi - base_hi);
     m_lo = mx_lo;
     m_hi = mx_hi;
     float sum_lo = 0.0f, sum_hi = 0.0f;
@@ -239,6 +242,11 @@ struct RowSoftmax {
     }
     l_lo = l_lo * alpha_lo + sum_lo;  // reduced over the quad once, in finish()
     l_hi = l_hi * alpha_hi + sum_hi;
+  }
+
+  template <int kOGroups>
+  __device__ __forceinline__ static void rescale(float (&o)[kOGroups][4], float alpha_lo,
+                                                 float alpha_hi) {
 #pragma unroll
     for (int d = 0; d < kOGroups; ++d) {
       o[d][0] *= alpha_lo;
@@ -246,6 +254,15 @@ struct RowSoftmax {
       o[d][2] *= alpha_hi;
       o[d][3] *= alpha_hi;
     }
+  }
+
+  // probabilities() with the output accumulators rescaled at once.
+  template <int kGroups, int kOGroups>
+  __device__ __forceinline__ void update(float (&s)[kGroups][4], float (&o)[kOGroups][4],
+                                         float scale_log2) {
+    float alpha_lo, alpha_hi;
+    probabilities(s, scale_log2, alpha_lo, alpha_hi);
+    rescale(o, alpha_lo, alpha_hi);
   }
 
   // The rows' full sums, their log-sum-exp (natural log) written by lane t = 0 where requested and

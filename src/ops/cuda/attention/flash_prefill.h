@@ -19,6 +19,7 @@ struct Params {
   void* out;
   float* lse;  // [total_q, q_heads] or null
   int64_t q_row_stride, k_row_stride, v_row_stride, o_row_stride;  // elements per token row
+  int64_t q_rows, kv_rows;  // contiguous: rows of q and of k/v (the TMA maps' bounds)
   const int32_t* cu_seqlens_q;
   const int32_t* cu_seqlens_kv;  // contiguous K/V: row offsets per sequence
   const int32_t* page_table;     // paged K/V: [batch, max_pages]

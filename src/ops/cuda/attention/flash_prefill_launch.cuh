@@ -11,6 +11,8 @@
 #include "ops/cuda/attention/flash_prefill.cuh"
 #include "ops/cuda/attention/flash_prefill.h"
 #include "ops/cuda/attention/flash_prefill_sm90.cuh"
+#include "ops/cuda/attention/flash_prefill_ws.cuh"
+#include "ops/cuda/tma_map.h"
 
 namespace braid::cuda::flash {
 
@@ -58,6 +60,43 @@ void launch_sm90(const Params& p, int64_t batch, int64_t max_q, cudaStream_t str
                 64 * sm90::kWG, p, batch, max_q, stream);
 }
 
+// The warp-specialised TMA kernel, when TMA can address q, k and v (false: take another kernel).
+template <typename T, int D>
+bool launch_ws(const Params& p, int64_t batch, int64_t max_q, cudaStream_t stream) {
+  constexpr DType kType = std::is_same_v<T, __nv_bfloat16> ? DType::bf16 : DType::f16;
+  ws::TmaParams tp{};
+  tp.p = p;
+  if (!make_tma_map_rows_heads(&tp.q, kType, p.q, p.q_rows, p.q_heads, D, p.q_row_stride, ws::kBlockM) ||
+      !make_tma_map_rows_heads(&tp.k, kType, p.k, p.kv_rows, p.kv_heads, D, p.k_row_stride,
+                               ws::tile_n<D>()) ||
+      !make_tma_map_rows_heads(&tp.v, kType, p.v, p.kv_rows, p.kv_heads, D, p.v_row_stride,
+                               ws::tile_n<D>()))
+    return false;
+  constexpr int kSmem = ws::smem_bytes<D>();
+  static const bool opted_in = [] {
+    BRAID_CUDA_CHECK(cudaFuncSetAttribute(ws::flash_prefill_ws_kernel<T, D>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    return true;
+  }();
+  (void)opted_in;
+  const int64_t m_blocks = (max_q + ws::kBlockM - 1) / ws::kBlockM;
+  check_grid(p, batch, m_blocks);
+  const dim3 grid(static_cast<unsigned>(m_blocks), static_cast<unsigned>(p.q_heads),
+                  static_cast<unsigned>(batch));
+  ws::flash_prefill_ws_kernel<T, D><<<grid, ws::kThreads, kSmem, stream>>>(tp);
+  BRAID_CUDA_CHECK_LAUNCH();
+  return true;
+}
+
+// BRAID_FLASH_WS=0 keeps contiguous K/V on the cp.async wgmma kernel (for comparison).
+inline bool use_ws() {
+  static const bool use = [] {
+    const char* e = std::getenv("BRAID_FLASH_WS");
+    return !(e && std::string(e) == "0");
+  }();
+  return use;
+}
+
 // The wgmma kernel on compute capability 9.0 (the build targets sm_90a), unless
 // BRAID_FLASH_SM90=0 asks for the mma.sync kernel (the fallback elsewhere; kept for comparison).
 inline bool use_sm90() {
@@ -87,6 +126,7 @@ void launch_any(const Params& p, DType dtype, bool paged, int64_t batch, int64_t
   auto go = [&](auto tag, auto paged_tag) {
     using T = decltype(tag);
     constexpr bool kPaged = decltype(paged_tag)::value;
+    if (sm90 && !kPaged && use_ws() && launch_ws<T, D>(p, batch, max_q, stream)) return;
     if (sm90)
       launch_sm90<T, D, kPaged>(p, batch, max_q, stream);
     else
