@@ -63,11 +63,16 @@ struct BlockWork {
   int64_t q_row_bytes;
   KvSource<kPaged> k, v;
 
-  // False when the tile starts past the sequence's queries (nothing to do).
+  // The block's own work item: query tile blockIdx.x counted from the end, head blockIdx.y,
+  // sequence blockIdx.z. False when the tile starts past the sequence's queries (nothing to do).
   __device__ __forceinline__ bool init(const Params& p, int block_m, int tile_n) {
-    head = blockIdx.y;
-    const int seq = blockIdx.z;
-    m0 = (static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x)) * block_m;
+    return init(p, block_m, tile_n, blockIdx.x, gridDim.x, blockIdx.y, blockIdx.z);
+  }
+  // Work item (query tile m_tiles - 1 - tile_from_end, head, seq).
+  __device__ __forceinline__ bool init(const Params& p, int block_m, int tile_n, int tile_from_end,
+                                       int m_tiles, int head_, int seq) {
+    head = head_;
+    m0 = (m_tiles - 1 - tile_from_end) * block_m;
     q_start = p.cu_seqlens_q[seq];
     q_len = p.cu_seqlens_q[seq + 1] - q_start;
     if (m0 >= q_len) return false;

@@ -1,6 +1,7 @@
 // The launcher behind flash::launch<D>, included by the one .cu per head_dim that instantiates it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -60,30 +61,54 @@ void launch_sm90(const Params& p, int64_t batch, int64_t max_q, cudaStream_t str
                 64 * sm90::kWG, p, batch, max_q, stream);
 }
 
+inline int sm_count() {
+  static const int n = [] {
+    int dev = 0, count = 0;
+    BRAID_CUDA_CHECK(cudaGetDevice(&dev));
+    BRAID_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev));
+    return count;
+  }();
+  return n;
+}
+
+inline bool persistent_flash() {
+  static const bool use = [] {
+    const char* e = std::getenv("BRAID_FLASH_PERSISTENT");
+    return !(e && std::string(e) == "0");
+  }();
+  return use;
+}
+
 // The warp-specialised TMA kernel, when TMA can address q, k and v (false: take another kernel).
 template <typename T, int D>
 bool launch_ws(const Params& p, int64_t batch, int64_t max_q, cudaStream_t stream) {
+  using S = ws::Shape<D>;
   constexpr DType kType = std::is_same_v<T, __nv_bfloat16> ? DType::bf16 : DType::f16;
   ws::TmaParams tp{};
   tp.p = p;
-  if (!make_tma_map_rows_heads(&tp.q, kType, p.q, p.q_rows, p.q_heads, D, p.q_row_stride, ws::kBlockM) ||
-      !make_tma_map_rows_heads(&tp.k, kType, p.k, p.kv_rows, p.kv_heads, D, p.k_row_stride,
-                               ws::tile_n<D>()) ||
-      !make_tma_map_rows_heads(&tp.v, kType, p.v, p.kv_rows, p.kv_heads, D, p.v_row_stride,
-                               ws::tile_n<D>()))
+  if (!make_tma_map_rows_heads(&tp.q, kType, p.q, p.q_rows, p.q_heads, D, p.q_row_stride, S::kBlockM) ||
+      !make_tma_map_rows_heads(&tp.k, kType, p.k, p.kv_rows, p.kv_heads, D, p.k_row_stride, S::kTileN) ||
+      !make_tma_map_rows_heads(&tp.v, kType, p.v, p.kv_rows, p.kv_heads, D, p.v_row_stride, S::kTileN))
     return false;
-  constexpr int kSmem = ws::smem_bytes<D>();
   static const bool opted_in = [] {
     BRAID_CUDA_CHECK(cudaFuncSetAttribute(ws::flash_prefill_ws_kernel<T, D>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
     return true;
   }();
   (void)opted_in;
-  const int64_t m_blocks = (max_q + ws::kBlockM - 1) / ws::kBlockM;
-  check_grid(p, batch, m_blocks);
-  const dim3 grid(static_cast<unsigned>(m_blocks), static_cast<unsigned>(p.q_heads),
-                  static_cast<unsigned>(batch));
-  ws::flash_prefill_ws_kernel<T, D><<<grid, ws::kThreads, kSmem, stream>>>(tp);
+  const int64_t m_tiles = (max_q + S::kBlockM - 1) / S::kBlockM;
+  const int64_t items = m_tiles * p.q_heads * batch;
+  if (items > INT32_MAX)
+    check::fail(ErrorKind::unsupported, "attention_prefill", "q", "at most 2^31 - 1 work items",
+                std::to_string(items) + " (query tiles x heads x sequences)");
+  if (items == 0) return true;
+  tp.m_tiles = static_cast<int>(m_tiles);
+  tp.items = static_cast<int>(items);
+  // Persistent: one block per SM walks the items (its next item's loads overlap its last one's
+  // stores); BRAID_FLASH_PERSISTENT=0 launches one block per item instead.
+  const int64_t blocks = persistent_flash() ? std::min<int64_t>(items, sm_count()) : items;
+  const dim3 grid(static_cast<unsigned>(blocks));
+  ws::flash_prefill_ws_kernel<T, D><<<grid, S::kThreads, S::kSmemBytes, stream>>>(tp);
   BRAID_CUDA_CHECK_LAUNCH();
   return true;
 }
