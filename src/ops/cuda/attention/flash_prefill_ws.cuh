@@ -228,21 +228,9 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1)
 #pragma unroll
     for (int d = 0; d < kDTiles; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
 
-    // Under causal masking this warpgroup's 64 rows see fewer keys than the block's last rows:
-    // it skips the tiles past its own diagonal (waiting for them and handing them back, so the
-    // ring and the turns stay in step with the other consumers).
-    int wg_tiles = n_tiles;
-    if (p.causal) {
-      const int wg_end = min(w.kv_len, w.m0 + cw * 64 + 64 + w.diag);
-      wg_tiles = min(n_tiles, max(0, (wg_end + kTileN - 1) / kTileN));
-    }
-
     hopper::mbar_wait(q_full, n & 1);
-    if (wg_tiles == 0) release(q_empty);
-    // Turn 0 issues S_0; turn j issues S_j and, behind it, O += P_{j-1} V_{j-1}; turn wg_tiles the
-    // last P V. (Straight-line turns: a wgmma under a branch makes ptxas serialise them all.)
-    int turns = 0;
-    if (wg_tiles > 0) {
+    if (n_tiles == 0) release(q_empty);
+    if (n_tiles > 0) {
       float alpha_lo, alpha_hi;
       hopper::mbar_wait(k_full(tile_seq), lap_parity(tile_seq));
       turn_begin();
@@ -251,10 +239,10 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1)
       wgmma_wait<0>();
       fence_registers(s_flat);
       release(k_empty(tile_seq));
-      if (wg_tiles == 1) release(q_empty);
+      if (n_tiles == 1) release(q_empty);
       softmax(0, alpha_lo, alpha_hi);  // O is still zero: nothing to rescale
       pack_p();
-      for (int j = 1; j < wg_tiles; ++j) {
+      for (int j = 1; j < n_tiles; ++j) {
         const int cur = tile_seq + j, prev = cur - 1;
         hopper::mbar_wait(k_full(cur), lap_parity(cur));
         hopper::mbar_wait(v_full(prev), lap_parity(prev));
@@ -265,7 +253,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1)
         wgmma_wait<1>();  // S of this tile; the previous P V may still run
         fence_registers(s_flat);
         release(k_empty(cur));
-        if (j == wg_tiles - 1) release(q_empty);  // this item's last read of Q is done
+        if (j == n_tiles - 1) release(q_empty);  // the item's last read of Q is done
         softmax(j, alpha_lo, alpha_hi);
         wgmma_wait<0>();
         fence_registers(o_flat);
@@ -273,7 +261,7 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1)
         RowSoftmax::rescale(o, alpha_lo, alpha_hi);
         pack_p();
       }
-      const int last = tile_seq + wg_tiles - 1, valid = w.kv_len - (wg_tiles - 1) * kTileN;
+      const int last = tile_seq + n_tiles - 1, valid = w.kv_len - (n_tiles - 1) * kTileN;
       hopper::mbar_wait(v_full(last), lap_parity(last));
       if (valid < kTileN) {  // zero the value rows past kv_len (see the top of the file)
         for (int i = threadIdx.x % 128; i < (kTileN - valid) * kRegions * 8; i += 128) {
@@ -292,21 +280,8 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1)
       wgmma_wait<0>();
       fence_registers(o_flat);
       release(v_empty(last));
-      turns = wg_tiles + 1;
+      tile_seq += n_tiles;
     }
-    // Tiles past this warpgroup's diagonal go back unread (after they land, so that this
-    // warpgroup never runs a lap ahead of the ring), and empty turns keep the round robin even.
-    for (int j = wg_tiles; j < n_tiles; ++j) {
-      hopper::mbar_wait(k_full(tile_seq + j), lap_parity(tile_seq + j));
-      release(k_empty(tile_seq + j));
-      hopper::mbar_wait(v_full(tile_seq + j), lap_parity(tile_seq + j));
-      release(v_empty(tile_seq + j));
-    }
-    for (; turns < n_tiles + 1; ++turns) {
-      turn_begin();
-      turn_end();
-    }
-    tile_seq += n_tiles;
 
     float inv_lo, inv_hi;
     rows.finish(p.lse, w.q_start, p.q_heads, w.head, t, row_lo, row_hi, w.q_len, inv_lo, inv_hi);
