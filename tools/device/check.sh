@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The one script run on the GPU machine: environment, build (or a carried build), GPU tests,
-# Python tests, the ceilings benchmark and the engine's decode speed. Logs and JSON go to $OUT
-# (default ./device-out), 8 files: env.log build.log tests.log gtest.json pytest.log
-# ceilings.log ceilings.json generate.log.
+# Python tests, the ceilings benchmark, the engine's decode speed and (ATTENTION=1) the attention
+# benchmarks. Logs and JSON go to $OUT (default ./device-out): env.log build.log tests.log
+# gtest.json pytest.log ceilings.log ceilings.json generate.log (+ 4 attention files).
 # The build needs PCRE2 and utf8proc headers, which the lent GPU machine lacks: build here and
 # carry it (tools/device/pack-build.sh, then BUILD_DIR=.device/build).
 # Every step runs even when an earlier one failed (steps that need the build are skipped if it
@@ -16,6 +16,9 @@
 #   OUT               where logs go (default ./device-out)
 #   GTEST_FILTER      passed to braid_tests (default: all tests)
 #   CEILINGS_ARGS     extra arguments for `braidinfer bench ceilings` (e.g. --quick)
+#   ATTENTION=1       also `bench attention --sweep --gqa` and `python -m braidinfer.compare attention`
+#                     (attention.{log,json}, compare_attention.{log,json}); with more than 8 files
+#                     the logs are packed into logs.tar.gz (the device tool returns 8 files at most)
 #   BRAID_GIT_COMMIT  commit recorded in the JSON when the tree travels without .git
 # shellcheck disable=SC2317  # the step functions are called indirectly, through run_step
 set -euo pipefail
@@ -115,6 +118,19 @@ engine_decode() {
   } 2>&1 | tee "$OUT/generate.log"
 }
 
+# FlashAttention prefill (issue 5): the ANCHORS.md cases, the length sweep and GQA, then braidinfer
+# beside PyTorch's naive attention, SDPA FlashAttention-2 and SDPA cuDNN in one process.
+bench_attention() {
+  "$BIN/braidinfer" bench attention --sweep --gqa --json "$OUT/attention.json" 2>&1 |
+    tee "$OUT/attention.log"
+}
+
+compare_attention() {
+  BRAIDINFER_LIBRARY="$BIN/libbraid.so" PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}" \
+    python3 -m braidinfer.compare attention --json "$OUT/compare_attention.json" 2>&1 |
+    tee "$OUT/compare_attention.log"
+}
+
 ceilings() {
   # shellcheck disable=SC2086  # CEILINGS_ARGS is a list of flags
   "$BIN/braidinfer" bench ceilings --json "$OUT/ceilings.json" ${CEILINGS_ARGS:-} 2>&1 |
@@ -144,9 +160,19 @@ if [[ -x "$BIN/braidinfer" && -x "$BIN/tests/braid_tests" ]]; then
   fi
   run_step "bench ceilings" ceilings
   run_step "engine decode" engine_decode
+  if [[ "${ATTENTION:-0}" == 1 ]]; then
+    run_step "bench attention" bench_attention
+    run_step "compare attention" compare_attention
+  fi
 else
   FAILED=1
   for s in "gpu tests (braid_tests)" "python tests" "bench ceilings" "engine decode"; do skip_step "$s" "no build"; done
+fi
+
+# The device tool returns at most 8 files from $OUT: past that, one archive holds them all.
+if (( $(find "$OUT" -maxdepth 1 -type f | wc -l) > 8 )); then
+  (cd "$OUT" && tar czf logs.tar.gz --remove-files -- *.log *.json)
+  echo "more than 8 logs: packed into $OUT/logs.tar.gz"
 fi
 
 echo
