@@ -141,9 +141,9 @@ inline bool use_sm90() {
 #endif
 }
 
-// Default shape per head_dim: 2 warpgroups, key tiles of 128 at D = 128 and of 64 at D = 64 (on
-// the H100 the 64-wide tile ran D = 64 13-15% faster, and D = 128 4-9% slower; one-warpgroup
-// blocks were 1.5-2x slower at both; docs/perf/attention.md).
+// Which kernel: on compute capability 9.0 the warp-specialised TMA kernel for contiguous K/V that
+// TMA can address, else the cp.async wgmma kernel (paged K/V; its shape per head_dim: 2
+// warpgroups, key tiles of 128 at D = 128 and 64 at D = 64); elsewhere the mma.sync kernel.
 template <int D>
 void launch_any(const Params& p, DType dtype, bool paged, int64_t batch, int64_t max_q,
                 cudaStream_t stream) {
