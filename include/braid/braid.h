@@ -256,6 +256,23 @@ BRAID_API braid_status braid_moe_route_topk_softmax(const braid_tensor* logits, 
                                                     const braid_tensor* topk_weights,
                                                     const braid_tensor* topk_ids, void* stream);
 
+/* DeepSeek-V3's grouped sigmoid router: s = sigmoid(logits[t, :]) in fp32, b = s + bias; the
+ * experts form n_group contiguous groups, each scored by the sum of its two largest b (its only b
+ * for groups of one); the topk_group best groups are kept and the k experts with the largest b
+ * among the kept groups' experts only are chosen, in descending order of b (ties: lower index
+ * first; a NaN score counts as -inf). topk_weights = the chosen s (unbiased) divided by
+ * (their sum + 1e-20), times routed_scaling_factor.
+ *   logits       [T, E] float, rows; 1 <= E <= 512
+ *   bias         [E] f32 or bf16, contiguous (e_score_correction_bias)
+ *   n_group      divides E; 1 <= topk_group <= n_group; 1 <= k <= min(16, topk_group * E / n_group)
+ *   topk_weights [T, k] f32, contiguous
+ *   topk_ids     [T, k] i32, contiguous */
+BRAID_API braid_status braid_moe_route_grouped(const braid_tensor* logits,
+                                               const braid_tensor* bias, int n_group,
+                                               int topk_group, int k, float routed_scaling_factor,
+                                               const braid_tensor* topk_weights,
+                                               const braid_tensor* topk_ids, void* stream);
+
 /* Experts with a SwiGLU MLP each, combined with the routing weights: for token t,
  * out[t] = sum_j topk_weights[t, j] * down[e] @ (silu(gate[e] @ x[t]) * (up[e] @ x[t])),
  * e = topk_ids[t, j] (g, u and h rounded to x's dtype as the dense MLP does; the sum in fp32).
@@ -272,6 +289,30 @@ BRAID_API braid_status braid_moe_experts(const braid_tensor* x, const braid_tens
                                          const braid_tensor* gate_up, const braid_tensor* down,
                                          const braid_tensor* workspace, const braid_tensor* out,
                                          void* stream);
+
+/* The MoE permutation (pair p = t * k + j is token t's j-th choice, expert topk_ids[t, j]).
+ * moe_permute: expert e's pairs take rows [expert_offsets[e], expert_offsets[e + 1]) of the
+ * permuted order, ascending in pair order (deterministic; no host synchronisation on CUDA).
+ *   topk_ids [T, k] i32; 1 <= num_experts <= 512; expert_offsets [E + 1] i32 (offsets[E] = the
+ *   pairs with a valid id); sorted_pairs [T * k] i32 (row r holds pair sorted_pairs[r]);
+ *   pair_rows [T * k] i32 (the inverse); workspace i32 of at least
+ *   braid_moe_permute_workspace_size(T * k, E) elements. An id outside [0, E) is an error on the
+ *   CPU; on CUDA such pairs take the rows past offsets[E] and get pair_rows = -1.
+ * moe_gather: xs[r] = x[sorted_pairs[r] / k]; x [T, H] float rows, xs [T * k, H] x's dtype.
+ * moe_combine: out[t] = sum over j of topk_weights[t, j] * ys[pair_rows[t * k + j]] in fp32, in
+ *   j order, rounded once; pairs with pair_rows < 0 are skipped. ys [T * k, H] float rows,
+ *   topk_weights [T, k] f32, out [T, H] float rows. */
+BRAID_API int64_t braid_moe_permute_workspace_size(int64_t pairs, int num_experts);
+BRAID_API braid_status braid_moe_permute(const braid_tensor* topk_ids, int num_experts,
+                                         const braid_tensor* expert_offsets,
+                                         const braid_tensor* sorted_pairs,
+                                         const braid_tensor* pair_rows,
+                                         const braid_tensor* workspace, void* stream);
+BRAID_API braid_status braid_moe_gather(const braid_tensor* x, const braid_tensor* sorted_pairs,
+                                        int k, const braid_tensor* xs, void* stream);
+BRAID_API braid_status braid_moe_combine(const braid_tensor* ys, const braid_tensor* pair_rows,
+                                         const braid_tensor* topk_weights,
+                                         const braid_tensor* out, void* stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -203,6 +203,70 @@ inline constexpr int kMoeMaxTopK = 16;
 void moe_route_topk_softmax(const Tensor& logits, int k, bool renormalize,
                             const Tensor& topk_weights, const Tensor& topk_ids, Stream stream = {});
 
+// Router with grouped top-k over sigmoid scores, as DeepSeek-V3 does it (noaux_tc):
+//   s[e] = sigmoid(logits[t, e]), rounded to fp32 (worked out in fp64, so that every backend
+//          gets the same bits and the chosen ids agree exactly);
+//   b[e] = s[e] + bias[e] in fp32, the biased score used only to choose;
+//   the E experts form n_group contiguous groups of G = E / n_group; a group's score is the sum
+//   of its two largest b (its only b when G == 1); the topk_group best groups are kept (ties:
+//   lower group index);
+//   the k experts with the largest b among the kept groups' experts ONLY are chosen (ties: lower
+//   expert index); topk_ids[t, j] is the j-th, in descending order of b;
+//   topk_weights[t, j] = s[id] / (sum of the k chosen s + 1e-20) * routed_scaling_factor, with
+//   the UNBIASED s, in fp32.
+// A NaN score (a NaN logit or bias, or +inf + -inf) counts as -inf when choosing: it ranks below
+// every number and ties with -inf by index. The ids are therefore always k distinct experts of
+// kept groups; the weights that involve a NaN s are NaN.
+// Hugging Face's DeepseekV3 code fills the dropped groups' scores with 0.0 instead of excluding
+// those experts; the two differ only when fewer than k kept experts have a positive b. Here the
+// dropped groups are excluded.
+//   logits       [T, E] f32/f16/bf16, rows; 1 <= E <= 512
+//   bias         [E] f32/bf16, contiguous (e_score_correction_bias)
+//   n_group      divides E;  1 <= topk_group <= n_group;  1 <= k <= min(16, topk_group * G)
+//   routed_scaling_factor  finite
+//   topk_weights [T, k] f32, contiguous
+//   topk_ids     [T, k] i32, contiguous
+void moe_route_grouped(const Tensor& logits, const Tensor& bias, int n_group, int topk_group,
+                       int k, float routed_scaling_factor, const Tensor& topk_weights,
+                       const Tensor& topk_ids, Stream stream = {});
+
+// ---------------------------------------------------------------------------------------------
+// The MoE permutation: the (token, slot) pairs of a routing, regrouped by expert so that each
+// expert's tokens are contiguous rows (the layout a grouped expert GEMM reads), and back.
+// Pair p = t * k + j is token t's j-th choice, expert topk_ids[t, j].
+//
+// moe_permute: counts, offsets and the permuted order, deterministically (within an expert the
+// pairs keep ascending pair order) and, on CUDA, without a host synchronisation (graph-capturable).
+//   topk_ids       [T, k] i32, contiguous
+//   num_experts    E, 1 <= E <= kMoeMaxExperts
+//   expert_offsets [E + 1] i32, out: expert e's pairs are rows [offsets[e], offsets[e + 1]);
+//                  offsets[0] = 0, offsets[E] = the number of pairs with a valid expert id
+//   sorted_pairs   [T * k] i32, out: row r holds pair sorted_pairs[r]
+//   pair_rows      [T * k] i32, out: the inverse, pair p sits in row pair_rows[p]
+//   workspace      [>= moe_permute_workspace_size(T * k, E)] i32, contiguous, scratch (CUDA)
+// An id outside [0, E) is an error on the CPU. On CUDA such pairs take the rows past offsets[E]
+// (in pair order) and get pair_rows = -1, so that moe_combine skips them.
+int64_t moe_permute_workspace_size(int64_t pairs, int64_t num_experts);
+void moe_permute(const Tensor& topk_ids, int num_experts, const Tensor& expert_offsets,
+                 const Tensor& sorted_pairs, const Tensor& pair_rows, const Tensor& workspace,
+                 Stream stream = {});
+
+// moe_gather: xs[r] = x[sorted_pairs[r] / k] (each pair's token row, in permuted order).
+//   x            [T, H] f32/f16/bf16, rows
+//   sorted_pairs [T * k] i32 from moe_permute (values in [0, T * k): checked on the CPU)
+//   xs           [T * k, H] x's dtype, rows
+void moe_gather(const Tensor& x, const Tensor& sorted_pairs, int k, const Tensor& xs,
+                Stream stream = {});
+
+// moe_combine: out[t] = to_dtype(sum over j = 0..k-1 of topk_weights[t, j] * ys[pair_rows[t * k + j]])
+// in fp32, in j order (deterministic), rounded once; pairs with pair_rows < 0 contribute nothing.
+//   ys           [T * k, H] f32/f16/bf16, rows: the experts' outputs in permuted order
+//   pair_rows    [T * k] i32 from moe_permute
+//   topk_weights [T, k] f32, contiguous
+//   out          [T, H] f32/f16/bf16, rows
+void moe_combine(const Tensor& ys, const Tensor& pair_rows, const Tensor& topk_weights,
+                 const Tensor& out, Stream stream = {});
+
 // Experts with a SwiGLU MLP each, combined with the routing weights. For each token t and each
 // j < k, with e = topk_ids[t, j]:
 //   g = to_dtype(gate[e] @ x[t]),  u = to_dtype(up[e] @ x[t])     (fp32 sums, as a gemm writes them)

@@ -120,6 +120,14 @@ _PROTOTYPES = {
     "braid_kv_append": (ctypes.c_int, [_T, _T, _T, _T, _T, _S]),
     "braid_moe_route_topk_softmax": (ctypes.c_int, [_T, ctypes.c_int, ctypes.c_int, _T, _T, _S]),
     "braid_moe_experts": (ctypes.c_int, [_T, _T, _T, _T, _T, _T, _T, _S]),
+    "braid_moe_route_grouped": (
+        ctypes.c_int,
+        [_T, _T, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_float, _T, _T, _S],
+    ),
+    "braid_moe_permute_workspace_size": (ctypes.c_int64, [ctypes.c_int64, ctypes.c_int]),
+    "braid_moe_permute": (ctypes.c_int, [_T, ctypes.c_int, _T, _T, _T, _T, _S]),
+    "braid_moe_gather": (ctypes.c_int, [_T, _T, ctypes.c_int, _T, _S]),
+    "braid_moe_combine": (ctypes.c_int, [_T, _T, _T, _T, _S]),
 }
 
 _lock = threading.Lock()

@@ -35,7 +35,12 @@ __all__ = [
     "attention_decode_workspace_floats",
     "kv_append",
     "moe_route_topk_softmax",
+    "moe_route_grouped",
+    "moe_combine",
     "moe_experts",
+    "moe_gather",
+    "moe_permute",
+    "moe_permute_workspace_size",
 ]
 
 
@@ -380,6 +385,100 @@ def moe_route_topk_softmax(logits, k, renormalize, topk_weights=None, topk_ids=N
           c.tensor("topk_weights", topk_weights, writable=True),
           c.tensor("topk_ids", topk_ids, writable=True))
     return topk_weights, topk_ids
+
+
+def moe_route_grouped(logits, bias, n_group, topk_group, k, routed_scaling_factor,
+                      topk_weights=None, topk_ids=None, *, stream=None):
+    """DeepSeek-V3's grouped sigmoid router: s = sigmoid(logits) in fp32, b = s + bias; the
+    experts form n_group contiguous groups, each scored by the sum of its two largest b; the
+    topk_group best groups are kept and the k experts with the largest b among them only are
+    chosen, in descending order of b (ties: lower index first; a NaN score counts as -inf). The
+    weights are the chosen (unbiased) s over (their sum + 1e-20), times routed_scaling_factor.
+    (transformers scores the dropped groups' experts 0.0 instead of excluding them: the same
+    unless fewer than k kept experts have a positive b.)
+    logits [T, E] f32/f16/bf16, 1 <= E <= 512; bias [E] f32/bf16 (e_score_correction_bias);
+    n_group divides E; 1 <= topk_group <= n_group; 1 <= k <= min(16, topk_group * E / n_group);
+    topk_weights [T, k] f32 and topk_ids [T, k] i32 (each allocated when None).
+    Returns (topk_weights, topk_ids)."""
+    if topk_weights is None or topk_ids is None:
+        _need_dims("moe_route_grouped", "logits", logits, 1)
+        shape = (_shape(logits)[0], int(k))
+        if topk_weights is None:
+            topk_weights = _convert.empty(logits, shape, "f32")
+        if topk_ids is None:
+            topk_ids = _convert.empty(logits, shape, "i32")
+    c = _Call("moe_route_grouped", stream)
+    c.run(c.tensor("logits", logits), c.tensor("bias", bias), ctypes.c_int(int(n_group)),
+          ctypes.c_int(int(topk_group)), ctypes.c_int(int(k)),
+          ctypes.c_float(float(routed_scaling_factor)),
+          c.tensor("topk_weights", topk_weights, writable=True),
+          c.tensor("topk_ids", topk_ids, writable=True))
+    return topk_weights, topk_ids
+
+
+def moe_permute_workspace_size(pairs, num_experts):
+    """Elements of the i32 workspace moe_permute needs for `pairs` (T * k) pairs."""
+    return int(function("braid_moe_permute_workspace_size")(ctypes.c_int64(int(pairs)),
+                                                           ctypes.c_int(int(num_experts))))
+
+
+def moe_permute(topk_ids, num_experts, expert_offsets=None, sorted_pairs=None, pair_rows=None,
+                workspace=None, *, stream=None):
+    """The routing's (token, slot) pairs grouped by expert, deterministically (no host
+    synchronisation on CUDA): pair p = t * k + j goes to expert topk_ids[t, j]; expert e's pairs
+    take rows [expert_offsets[e], expert_offsets[e + 1]) in ascending pair order; sorted_pairs[r]
+    is the pair in row r and pair_rows[p] its inverse. On CUDA an id outside [0, E) is placed past
+    expert_offsets[E] with pair_rows = -1 (an error on the CPU).
+    topk_ids [T, k] i32; expert_offsets [E + 1], sorted_pairs and pair_rows [T * k] i32, and the
+    i32 workspace (moe_permute_workspace_size elements) are allocated when None.
+    Returns (expert_offsets, sorted_pairs, pair_rows)."""
+    _need_dims("moe_permute", "topk_ids", topk_ids, 2)
+    pairs = _shape(topk_ids)[0] * _shape(topk_ids)[1]
+    if expert_offsets is None:
+        expert_offsets = _convert.empty(topk_ids, (int(num_experts) + 1,), "i32")
+    if sorted_pairs is None:
+        sorted_pairs = _convert.empty(topk_ids, (pairs,), "i32")
+    if pair_rows is None:
+        pair_rows = _convert.empty(topk_ids, (pairs,), "i32")
+    if workspace is None:
+        workspace = _convert.empty(topk_ids, (moe_permute_workspace_size(pairs, num_experts),), "i32")
+    c = _Call("moe_permute", stream)
+    c.run(c.tensor("topk_ids", topk_ids), ctypes.c_int(int(num_experts)),
+          c.tensor("expert_offsets", expert_offsets, writable=True),
+          c.tensor("sorted_pairs", sorted_pairs, writable=True),
+          c.tensor("pair_rows", pair_rows, writable=True),
+          c.tensor("workspace", workspace, writable=True))
+    return expert_offsets, sorted_pairs, pair_rows
+
+
+def moe_gather(x, sorted_pairs, k, xs=None, *, stream=None):
+    """Token rows in permuted order: xs[r] = x[sorted_pairs[r] // k].
+    x [T, H] f32/f16/bf16; sorted_pairs [T * k] i32 from moe_permute; xs [T * k, H] x's dtype
+    (allocated when None). Returns xs."""
+    if xs is None:
+        _need_dims("moe_gather", "x", x, 2)
+        xs = _convert.empty(x, (_shape(x)[0] * int(k), _shape(x)[1]),
+                            _convert.tensor_dtype("moe_gather", "x", x))
+    c = _Call("moe_gather", stream)
+    c.run(c.tensor("x", x), c.tensor("sorted_pairs", sorted_pairs), ctypes.c_int(int(k)),
+          c.tensor("xs", xs, writable=True))
+    return xs
+
+
+def moe_combine(ys, pair_rows, topk_weights, out=None, *, stream=None):
+    """out[t] = sum over j of topk_weights[t, j] * ys[pair_rows[t * k + j]] in fp32, in j order,
+    rounded once; pairs with pair_rows < 0 contribute nothing.
+    ys [T * k, H] f32/f16/bf16; pair_rows [T * k] i32; topk_weights [T, k] f32; out [T, H]
+    f32/f16/bf16 (ys's dtype, allocated when None). Returns out."""
+    if out is None:
+        _need_dims("moe_combine", "ys", ys, 2)
+        _need_dims("moe_combine", "topk_weights", topk_weights, 2)
+        out = _convert.empty(ys, (_shape(topk_weights)[0], _shape(ys)[1]),
+                             _convert.tensor_dtype("moe_combine", "ys", ys))
+    c = _Call("moe_combine", stream)
+    c.run(c.tensor("ys", ys), c.tensor("pair_rows", pair_rows),
+          c.tensor("topk_weights", topk_weights), c.tensor("out", out, writable=True))
+    return out
 
 
 def moe_experts(x, topk_weights, topk_ids, gate_up, down, workspace=None, out=None, *,

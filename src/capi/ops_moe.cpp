@@ -1,4 +1,5 @@
-// C wrappers: moe_route_topk_softmax, moe_experts.
+// C wrappers: moe_route_topk_softmax, moe_experts, the permutation ops (moe_permute, moe_gather,
+// moe_combine).
 #include "braid/ops.h"
 #include "capi/capi.h"
 
@@ -27,6 +28,44 @@ braid_status braid_moe_experts(const braid_tensor* x, const braid_tensor* topk_w
                             tensor_arg(op, "topk_ids", topk_ids),
                             tensor_arg(op, "gate_up", gate_up), tensor_arg(op, "down", down),
                             tensor_arg(op, "workspace", workspace), tensor_arg(op, "out", out),
+                            stream_arg(stream));
+  });
+}
+
+int64_t braid_moe_permute_workspace_size(int64_t pairs, int num_experts) {
+  return braid::ops::moe_permute_workspace_size(pairs, num_experts);
+}
+
+braid_status braid_moe_permute(const braid_tensor* topk_ids, int num_experts,
+                               const braid_tensor* expert_offsets, const braid_tensor* sorted_pairs,
+                               const braid_tensor* pair_rows, const braid_tensor* workspace,
+                               void* stream) {
+  const char* op = "moe_permute";
+  return guarded(op, [&] {
+    braid::ops::moe_permute(tensor_arg(op, "topk_ids", topk_ids), num_experts,
+                            tensor_arg(op, "expert_offsets", expert_offsets),
+                            tensor_arg(op, "sorted_pairs", sorted_pairs),
+                            tensor_arg(op, "pair_rows", pair_rows),
+                            tensor_arg(op, "workspace", workspace), stream_arg(stream));
+  });
+}
+
+braid_status braid_moe_gather(const braid_tensor* x, const braid_tensor* sorted_pairs, int k,
+                              const braid_tensor* xs, void* stream) {
+  const char* op = "moe_gather";
+  return guarded(op, [&] {
+    braid::ops::moe_gather(tensor_arg(op, "x", x), tensor_arg(op, "sorted_pairs", sorted_pairs), k,
+                           tensor_arg(op, "xs", xs), stream_arg(stream));
+  });
+}
+
+braid_status braid_moe_combine(const braid_tensor* ys, const braid_tensor* pair_rows,
+                               const braid_tensor* topk_weights, const braid_tensor* out,
+                               void* stream) {
+  const char* op = "moe_combine";
+  return guarded(op, [&] {
+    braid::ops::moe_combine(tensor_arg(op, "ys", ys), tensor_arg(op, "pair_rows", pair_rows),
+                            tensor_arg(op, "topk_weights", topk_weights), tensor_arg(op, "out", out),
                             stream_arg(stream));
   });
 }

@@ -38,8 +38,17 @@ void attention_decode(const Tensor& q, const ops::PagedKV& kv, float softmax_sca
                       Stream stream);
 void moe_route_topk_softmax(const Tensor& logits, int k, bool renormalize,
                             const Tensor& topk_weights, const Tensor& topk_ids, Stream stream);
+void moe_route_grouped(const Tensor& logits, const Tensor& bias, int n_group, int topk_group,
+                       int k, float routed_scaling_factor, const Tensor& topk_weights,
+                       const Tensor& topk_ids, Stream stream);
 void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
                  const Tensor& gate_up, const Tensor& down, const Tensor& workspace,
+                 const Tensor& out, Stream stream);
+void moe_permute(const Tensor& topk_ids, int num_experts, const Tensor& expert_offsets,
+                 const Tensor& sorted_pairs, const Tensor& pair_rows, const Tensor& workspace,
+                 Stream stream);
+void moe_gather(const Tensor& x, const Tensor& sorted_pairs, int k, const Tensor& xs, Stream stream);
+void moe_combine(const Tensor& ys, const Tensor& pair_rows, const Tensor& topk_weights,
                  const Tensor& out, Stream stream);
 
 void kv_append(const Tensor& k, const Tensor& v, const Tensor& slots, const Tensor& k_pages,

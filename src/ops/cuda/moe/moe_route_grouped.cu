@@ -1,0 +1,190 @@
+// moe_route_grouped: DeepSeek-V3's grouped sigmoid router. One warp per token, four stages:
+//   1. each lane computes the biased scores b of experts e = lane + 32 i (coalesced loads) and
+//      keeps them in registers (for stage 4) and in the warp's shared memory (for stage 2);
+//   2. group scores, the sum of a group's top two b: L lanes per group (the largest power of two
+//      with L * n_group <= 32, else 1), each scanning a contiguous share of its group, their
+//      (first, second) pairs merged by shuffles. O(E / 32) shared-memory reads per lane;
+//   3. group ranks: the lane of group g counts the groups that beat it (higher score, or equal
+//      and a lower index) and keeps g when fewer than topk_group do. O(n_group) per group, which
+//      is small where grouping is used (DeepSeek-V3: 8 groups);
+//   4. k rounds of moe_route_topk_softmax's warp-wide "largest remaining b, lowest index among
+//      equals" reduction, with the dropped groups' experts marked as taken beforehand. Lane j
+//      keeps round j's expert, recomputes its unbiased s from the logit, and writes it.
+// Stages 2 and 3 are skipped when every group is kept (topk_group == n_group, e.g. Kimi-K2's
+// single group). Everything stays on the device (no host synchronisation, no allocation), and the
+// reductions have a fixed order, so a call is graph-capturable and deterministic.
+#include "core/cuda_check.h"
+#include "ops/cuda/common.cuh"
+#include "ops/cuda/cuda_ops.h"
+
+namespace braid::cuda {
+
+namespace {
+
+constexpr int kWarpsPerBlock = 4;
+constexpr int kSlots = ops::kMoeMaxExperts / 32;  // experts per lane at most
+// Shared memory holds expert e at e + e / 32: one pad word per 32 keeps the lanes of stage 2,
+// which read groups at a stride of the group size, on different banks for the usual sizes.
+constexpr int kPaddedExperts = ops::kMoeMaxExperts + ops::kMoeMaxExperts / 32;
+
+__device__ __forceinline__ int padded(int e) { return e + (e >> 5); }
+
+struct GroupedArgs {
+  const void* logits;
+  const void* bias;
+  float* weights;
+  int32_t* ids;
+  int64_t tokens, logits_stride;
+  int experts, n_group, topk_group, k;
+  float scale;
+};
+
+// The reference's formula to the bit: fp64, rounded once (see cpu/moe_route_grouped.cpp).
+__device__ __forceinline__ float sigmoid_f32(float x) {
+  return static_cast<float>(1.0 / (1.0 + exp(-static_cast<double>(x))));
+}
+
+// What the choices compare: a NaN counts as -inf (below every number).
+__device__ __forceinline__ float choice_key(float v) { return isnan(v) ? -INFINITY : v; }
+
+// (first, second) <- the two largest of itself and (other_first, other_second). Values only:
+// which expert holds them does not matter to a group's score.
+__device__ __forceinline__ void merge_top2(float& first, float& second, float other_first,
+                                           float other_second) {
+  if (other_first > first) {
+    second = fmaxf(first, other_second);
+    first = other_first;
+  } else {
+    second = fmaxf(second, other_first);
+  }
+}
+
+template <typename T, typename B>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32) moe_route_grouped_kernel(GroupedArgs a) {
+  __shared__ float scores_smem[kWarpsPerBlock][kPaddedExperts];
+  __shared__ float group_scores_smem[kWarpsPerBlock][ops::kMoeMaxExperts];
+  __shared__ bool kept_smem[kWarpsPerBlock][ops::kMoeMaxExperts];
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
+  if (t >= a.tokens) return;  // whole warps leave; only warp barriers below
+  const T* row = static_cast<const T*>(a.logits) + t * a.logits_stride;
+  const B* bias = static_cast<const B*>(a.bias);
+  float* scores = scores_smem[warp];
+  float* group_scores = group_scores_smem[warp];
+  bool* kept = kept_smem[warp];
+  const int group_size = a.experts / a.n_group;
+  const bool all_kept = a.topk_group == a.n_group;
+
+  // ---- 1. biased scores ----
+  float key[kSlots];
+#pragma unroll
+  for (int i = 0; i < kSlots; ++i) {
+    const int e = lane + 32 * i;
+    key[i] = -INFINITY;
+    if (e < a.experts) {
+      key[i] = choice_key(sigmoid_f32(to_float(row[e])) + to_float(bias[e]));
+      if (!all_kept) scores[padded(e)] = key[i];
+    }
+  }
+
+  if (!all_kept) {
+    __syncwarp();
+    // ---- 2. group scores ----
+    const int lanes_per_group = a.n_group >= 32 ? 1 : 1 << (31 - __clz(32 / a.n_group));
+    const int groups_per_pass = 32 / lanes_per_group;
+    const int share = (group_size + lanes_per_group - 1) / lanes_per_group;
+    const int sub = lane % lanes_per_group;
+    for (int g0 = 0; g0 < a.n_group; g0 += groups_per_pass) {  // the same trip count in every lane
+      const int g = g0 + lane / lanes_per_group;
+      float first = -INFINITY, second = -INFINITY;
+      if (g < a.n_group) {
+        const int begin = sub * share, end = min(group_size, begin + share);
+        for (int i = begin; i < end; ++i)
+          merge_top2(first, second, scores[padded(g * group_size + i)], -INFINITY);
+      }
+      for (int o = lanes_per_group / 2; o > 0; o >>= 1)
+        merge_top2(first, second, __shfl_xor_sync(0xffffffffu, first, o),
+                   __shfl_xor_sync(0xffffffffu, second, o));
+      if (sub == 0 && g < a.n_group)
+        group_scores[g] = choice_key(group_size == 1 ? first : first + second);
+    }
+    __syncwarp();
+
+    // ---- 3. the topk_group best groups ----
+    for (int g = lane; g < a.n_group; g += 32) {
+      const float mine = group_scores[g];
+      int beaten_by = 0;
+      for (int h = 0; h < a.n_group; ++h) {
+        const float other = group_scores[h];
+        beaten_by += other > mine || (other == mine && h < g);
+      }
+      kept[g] = beaten_by < a.topk_group;
+    }
+    __syncwarp();
+  }
+
+  // ---- 4. the k best experts of the kept groups ----
+  uint32_t taken = 0;  // bit i: expert lane + 32 * i chosen already, or not in the race
+#pragma unroll
+  for (int i = 0; i < kSlots; ++i) {
+    const int e = lane + 32 * i;
+    if (e >= a.experts || (!all_kept && !kept[e / group_size])) taken |= 1u << i;
+  }
+  int my_id = 0;
+  for (int j = 0; j < a.k; ++j) {
+    float best = -INFINITY;
+    int best_e = 0x7fffffff;
+#pragma unroll
+    for (int i = 0; i < kSlots; ++i) {
+      const int e = lane + 32 * i;
+      if (!((taken >> i) & 1u) && (key[i] > best || (key[i] == best && e < best_e))) {
+        best = key[i];
+        best_e = e;
+      }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const float other = __shfl_xor_sync(0xffffffffu, best, o);
+      const int other_e = __shfl_xor_sync(0xffffffffu, best_e, o);
+      if (other > best || (other == best && other_e < best_e)) {
+        best = other;
+        best_e = other_e;
+      }
+    }
+    // The kept groups hold at least k experts, so every round finds one (keys are never NaN).
+    if ((best_e & 31) == lane) taken |= 1u << (best_e >> 5);
+    if (lane == j) my_id = best_e;
+  }
+
+  // The weights use the unbiased s, recomputed from the logit (a cached reload) rather than
+  // fetched from the register of whichever lane owns the expert.
+  const float s = lane < a.k ? sigmoid_f32(to_float(row[my_id])) : 0.0f;
+  const float sum = warp_sum(s);
+  if (lane < a.k) {
+    a.weights[t * a.k + lane] = s / (sum + 1e-20f) * a.scale;
+    a.ids[t * a.k + lane] = my_id;
+  }
+}
+
+}  // namespace
+
+void moe_route_grouped(const Tensor& logits, const Tensor& bias, int n_group, int topk_group,
+                       int k, float routed_scaling_factor, const Tensor& topk_weights,
+                       const Tensor& topk_ids, Stream stream) {
+  GroupedArgs a{logits.data, bias.data, topk_weights.ptr<float>(), topk_ids.ptr<int32_t>(),
+                logits.shape[0], logits.row_stride(), static_cast<int>(logits.shape[1]),
+                n_group, topk_group, k, routed_scaling_factor};
+  const unsigned blocks = static_cast<unsigned>((a.tokens + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  auto s = static_cast<cudaStream_t>(stream.handle);
+  dispatch_float_type(logits.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (bias.dtype == DType::bf16)
+      moe_route_grouped_kernel<T, __nv_bfloat16><<<blocks, kWarpsPerBlock * 32, 0, s>>>(a);
+    else
+      moe_route_grouped_kernel<T, float><<<blocks, kWarpsPerBlock * 32, 0, s>>>(a);
+  });
+  BRAID_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace braid::cuda
