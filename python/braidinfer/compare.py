@@ -7,6 +7,9 @@ machine (needs torch with CUDA, and triton for the timings it prefers):
     python3 -m braidinfer.compare decode [--json FILE]
         attention_decode beside SDPA on the ANCHORS.md decode shapes
         (braidinfer/compare_decode.py; also python3 -m braidinfer.compare_decode)
+    python3 -m braidinfer.compare router [--json FILE]
+        moe_route_topk_softmax beside PyTorch softmax + topk (128 experts, top-8, bf16) at 1, 4,
+        256 and 1024 tokens (braidinfer/compare_router.py)
 
 Run from the repository root with the package and a CUDA build of the library:
 
@@ -19,7 +22,8 @@ import sys
 
 # subcommand -> module of this package with a main(argv) (imported only when chosen, so that
 # --help works without torch)
-SUBCOMMANDS = {"attention": "compare_attention", "decode": "compare_decode"}
+SUBCOMMANDS = {"attention": "compare_attention", "decode": "compare_decode",
+               "router": "compare_router"}
 
 
 def main(argv=None):

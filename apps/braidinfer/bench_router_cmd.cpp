@@ -1,0 +1,290 @@
+// `braidinfer bench router`: ops::moe_route_topk_softmax (softmax over the experts, top k,
+// renormalised) on Qwen3-30B-A3B's router shape, measured as seed 000 measures it:
+//   1. the copy ceiling of this run (what the data would take at full bandwidth);
+//   2. the fixed cost of any kernel on this machine: an empty kernel and a one-thread
+//      read-write kernel, each timed alone (event pair around one launch), back to back and
+//      inside a CUDA graph;
+//   3. the router at each token count, timed the same three ways, each timing followed by a check
+//      of its outputs against the CPU reference (ids equal, max weight error).
+// The tables then read each router time against the same-mode read-write kernel: bytes, transfer
+// time at the copy ceiling, bandwidth use, the share of the time that is fixed cost, and the time
+// above it. The logits stay in L2 between calls (256 KiB at 1024 tokens), as they do in a model,
+// where the gate GEMM has just written them.
+#include <fmt/core.h>
+
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/ceilings.h"
+#include "bench/device.h"
+#include "bench/kernels.h"
+#include "bench/report.h"
+#include "bench/router_bench.h"
+#include "bench/timer.h"
+#include "braid/buffer.h"
+#include "braid/error.h"
+#include "braid/ops.h"
+#include "commands.h"
+
+namespace braid::cli {
+
+namespace {
+
+constexpr const char* kCmd = "braidinfer bench router";
+constexpr uint64_t kSeed = 0x2007e5eedull;
+// Router logits of a trained model spread over a few units; [-4, 4] gives a softmax that is
+// neither flat nor one-hot. In bf16 many of the 128 values repeat, so ties are exercised too
+// (both the kernel and the reference give them to the lower expert index).
+constexpr float kLogitRange = 4.0f;
+constexpr bool kRenormalize = true;  // Qwen3-MoE's norm_topk_prob
+
+struct RouterArgs {
+  int experts = 128;
+  int k = 8;
+  std::vector<int64_t> tokens{1, 4, 256, 1024};
+  std::string json_path;
+  bool quick = false;
+};
+
+using AddRow = std::function<void(bench::ResultRow)>;
+
+// The three ways every kernel here is timed, with the ceilings bench's repetitions, so the
+// baselines and the router are timed identically.
+struct Mode {
+  const char* name;
+  bench::TimingConfig cfg;
+};
+
+std::vector<Mode> timing_modes(bool quick) {
+  const bench::CeilingsPlan plan = bench::ceilings_plan(quick);
+  return {{"alone", plan.launch_alone},
+          {"back_to_back", plan.launch_back_to_back},
+          {"graph", plan.launch_graph}};
+}
+
+std::vector<bench::BaselineLine> measure_baselines(const std::vector<Mode>& modes, Device dev,
+                                                   const AddRow& add) {
+  OwnedTensor in(DType::i32, {1}, dev), out(DType::i32, {1}, dev);
+  fill_bytes(in, 0x01);  // in[0] = 0x01010101
+  fill_bytes(out, 0xFF);
+  const struct {
+    const char* name;
+    bench::LaunchFn fn;
+  } probes[] = {
+      {"empty_kernel", [](int, Stream s) { bench::launch_empty_kernel(s); }},
+      {"minimal_rw_kernel",
+       [&](int, Stream s) {
+         bench::launch_minimal_rw_kernel(in.view().ptr<int>(), out.view().ptr<int>(), s);
+       }},
+  };
+  std::vector<bench::BaselineLine> lines;
+  for (const Mode& m : modes)
+    for (const auto& p : probes) {
+      const bench::Stats st = bench::time_launches(p.fn, m.cfg);
+      const std::string label = bench::timing_label(m.cfg);
+      add({p.name, "<<<1, 1>>>", label, st, 0, 0, bench::Bound::none, m.name});
+      lines.push_back({p.name, m.name, label, st});
+    }
+  // The read-write probe must have done its one read and write, or its time means nothing.
+  OwnedTensor host(DType::i32, {1}, Device::cpu());
+  copy(out, host);
+  const int got = host.view().ptr<int>()[0];
+  if (got != 0x01010101 + 1)
+    throw Error(ErrorKind::internal, fmt::format("{}: minimal_rw_kernel wrote {}, expected {}",
+                                                 kCmd, got, 0x01010101 + 1));
+  return lines;
+}
+
+double baseline_us(const std::vector<bench::BaselineLine>& lines, const std::string& mode) {
+  for (const auto& b : lines)
+    if (b.kernel == "minimal_rw_kernel" && b.mode == mode) return b.stats.median_us;
+  return 0;
+}
+
+// The device outputs (copied back) against the reference outputs on the host.
+bench::RouterCheck check_outputs(const Tensor& weights, const Tensor& ids, const Tensor& ref_w,
+                                 const Tensor& ref_ids) {
+  OwnedTensor w(DType::f32, {weights.shape[0], weights.shape[1]}, Device::cpu());
+  OwnedTensor i(DType::i32, {ids.shape[0], ids.shape[1]}, Device::cpu());
+  copy(weights, w);
+  copy(ids, i);
+  return bench::check_router(w.view().ptr<float>(), i.view().ptr<int32_t>(), ref_w.ptr<float>(),
+                             ref_ids.ptr<int32_t>(), weights.numel());
+}
+
+// One token count, every mode. Outputs are poisoned (NaN weights, id -1) before each timing,
+// so a configuration whose timed launches did not write them fails its check.
+std::vector<bench::RouterLine> measure_router(const bench::RouterShape& shape,
+                                              const std::vector<Mode>& modes,
+                                              const std::vector<bench::BaselineLine>& baselines,
+                                              double copy_gbps, Device dev, const AddRow& add) {
+  const int64_t T = shape.tokens;
+  OwnedTensor logits(DType::bf16, {T, shape.experts}, dev);
+  OwnedTensor weights(DType::f32, {T, shape.k}, dev), ids(DType::i32, {T, shape.k}, dev);
+  bench::fill_uniform(logits, kSeed + uint64_t(T), -kLogitRange, kLogitRange, {});
+  auto call = [&](Stream s) {
+    ops::moe_route_topk_softmax(logits, shape.k, kRenormalize, weights, ids, s);
+  };
+  call({});  // the op's argument checks, outside the timing and any graph capture
+
+  // The reference: the CPU op on the same bf16 logits.
+  OwnedTensor host_logits(DType::bf16, {T, shape.experts}, Device::cpu());
+  copy(logits, host_logits);
+  OwnedTensor ref_w(DType::f32, {T, shape.k}, Device::cpu());
+  OwnedTensor ref_ids(DType::i32, {T, shape.k}, Device::cpu());
+  ops::moe_route_topk_softmax(host_logits, shape.k, kRenormalize, ref_w, ref_ids);
+
+  std::vector<bench::RouterLine> lines;
+  for (const Mode& m : modes) {
+    fill_bytes(weights, 0xFF);
+    fill_bytes(ids, 0xFF);
+    bench::RouterLine line;
+    line.shape = shape;
+    line.mode = m.name;
+    line.timing = bench::timing_label(m.cfg);
+    line.stats = bench::time_launches([&](int, Stream s) { call(s); }, m.cfg);
+    line.check = check_outputs(weights, ids, ref_w, ref_ids);
+    line.baseline_us = baseline_us(baselines, m.name);
+    line.copy_gbps = copy_gbps;
+    add({"moe_route_topk_softmax",
+         fmt::format("bf16 T={} E={} k={} renorm", T, shape.experts, shape.k), line.timing,
+         line.stats, bench::router_bytes(shape), 0, bench::Bound::memory,
+         fmt::format("{}; check {} (id mismatches {}, max |dw| {:.1e})", m.name,
+                     line.check.ok() ? "ok" : "FAILED", line.check.id_mismatches,
+                     line.check.max_abs_weight_error)});
+    lines.push_back(std::move(line));
+  }
+  return lines;
+}
+
+std::vector<bench::RouterLine> lines_of_mode(const std::vector<bench::RouterLine>& all,
+                                             const std::string& mode) {
+  std::vector<bench::RouterLine> out;
+  for (const auto& l : all)
+    if (l.mode == mode) out.push_back(l);
+  return out;
+}
+
+void print_report(const bench::Report& run, const RouterArgs& args,
+                  const std::vector<bench::BaselineLine>& baselines,
+                  const std::vector<bench::RouterLine>& lines) {
+  fmt::print("{}", bench::describe_device(run.device));
+  fmt::print("git {}, {}\n\n", run.git_commit, run.date_utc);
+  fmt::print("{}\n", bench::format_table(run));
+  fmt::print("copy ceiling of this run: {:.0f} GB/s\n\n", run.ceilings.copy_gbps);
+
+  fmt::print("Baseline kernels (<<<1, 1>>>): the fixed cost of any kernel on this machine\n");
+  fmt::print("{}", bench::baseline_table(baselines));
+  fmt::print("fixed overhead baseline = minimal_rw_kernel: alone {} us, back to back {} us, in a "
+             "graph {} us\n\n",
+             bench::format_us(baseline_us(baselines, "alone")),
+             bench::format_us(baseline_us(baselines, "back_to_back")),
+             bench::format_us(baseline_us(baselines, "graph")));
+
+  const struct {
+    const char* mode;
+    const char* title;
+  } sections[] = {
+      {"alone", "timed alone: event pair around one call, host-synchronised between calls"},
+      {"back_to_back", "back to back: events around a batch of calls enqueued without waiting, / batch"},
+      {"graph", "in a CUDA graph: a batch of calls captured once and replayed, / batch"},
+  };
+  for (const auto& s : sections) {
+    const auto mode_lines = lines_of_mode(lines, s.mode);
+    if (mode_lines.empty()) continue;
+    fmt::print("moe_route_topk_softmax, E={} k={} bf16 logits, renormalize; {} ({})\n",
+               args.experts, args.k, s.title, mode_lines.front().timing);
+    fmt::print("{}", bench::router_table(mode_lines));
+    fmt::print("{}\n", bench::router_ratios(mode_lines));
+  }
+  fmt::print(
+      "data = logits read (bf16) + weights (f32) and ids (i32) written; transfer = data at the copy "
+      "ceiling of this run;\nBW util = transfer / median; overhead = baseline / median; above base "
+      "= median - baseline; base = minimal_rw_kernel median, same mode;\nids/max |dw| = against "
+      "the CPU reference on the same logits (check: ids equal, |dw| <= {:g}).\n\n",
+      bench::kRouterWeightTolerance);
+  fmt::print("{}", bench::router_targets(lines_of_mode(lines, "alone"),
+                                         baseline_us(baselines, "alone")));
+}
+
+void write_json(const bench::Report& run, const std::vector<bench::BaselineLine>& baselines,
+                const std::vector<bench::RouterLine>& lines, const std::string& path) {
+  nlohmann::json j = bench::to_json(run);  // the standard run (report_from_json reads it)
+  j["router"] = bench::router_json(baselines, lines);
+  std::ofstream f(path);
+  if (!f) throw Error(ErrorKind::io, "bench router: cannot open '" + path + "' for writing");
+  f << j.dump(2) << "\n";
+  f.close();
+  if (!f) throw Error(ErrorKind::io, "bench router: writing '" + path + "' failed");
+}
+
+int run_router_bench(const RouterArgs& args) {
+  bench::validate_router_args(args.experts, args.k, args.tokens);
+  std::string reason;
+  const auto info = bench::query_device(0, &reason);
+  if (!info) {
+    fmt::print(stderr, "{}: {}\n", kCmd, reason);
+    return 2;
+  }
+  const Device dev = Device::cuda(0);
+  bench::Report run = bench::start_report(args.quick ? "router (quick)" : "router", *info);
+  const AddRow add = [&](bench::ResultRow r) { bench::record_row(run, std::move(r)); };
+  fmt::print(stderr, "{}{}: measuring...\n", kCmd, args.quick ? " --quick" : "");
+
+  bench::measure_copy_ceiling(args.quick, 0, add);
+  run.ceilings = bench::ceilings_from_rows(run.rows);
+  const std::vector<Mode> modes = timing_modes(args.quick);
+  const auto baselines = measure_baselines(modes, dev, add);
+  std::vector<bench::RouterLine> lines;
+  for (int64_t t : args.tokens) {
+    const bench::RouterShape shape{t, args.experts, args.k, 2};
+    for (auto& l : measure_router(shape, modes, baselines, run.ceilings.copy_gbps, dev, add))
+      lines.push_back(std::move(l));
+  }
+  cuda_allocator::empty_cache();
+
+  print_report(run, args, baselines, lines);
+  if (!args.json_path.empty()) {
+    write_json(run, baselines, lines, args.json_path);
+    fmt::print("wrote {}\n", args.json_path);
+  }
+  int failed = 0;
+  for (const auto& l : lines) failed += !l.check.ok();
+  if (failed > 0) {
+    fmt::print(stderr, "{}: {} of {} measured configurations FAILED the check (see the tables)\n",
+               kCmd, failed, lines.size());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_router_command(CLI::App* bench, int& exit_code) {
+  auto args = std::make_shared<RouterArgs>();
+  CLI::App* cmd = bench->add_subcommand(
+      "router",
+      "MoE router (moe_route_topk_softmax, bf16, renormalised) per call, against the fixed cost "
+      "of an empty and a read-write kernel and the copy ceiling of the same run (seed 000)");
+  cmd->add_option("--experts", args->experts, "Experts per token's logits row")
+      ->capture_default_str();
+  cmd->add_option("--k", args->k, "Experts chosen per token")->capture_default_str();
+  cmd->add_option("--tokens", args->tokens, "Token counts, comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--json", args->json_path, "Write the run as JSON to this file");
+  cmd->add_flag("--quick", args->quick, "Fewer repetitions, smaller copy ceiling (smoke test)");
+  cmd->callback([args, &exit_code] {
+    if (!BRAID_WITH_CUDA) {
+      fmt::print(stderr, "{}: this build has no CUDA support\n", kCmd);
+      exit_code = 2;
+      return;
+    }
+    exit_code = run_router_bench(*args);
+  });
+}
+
+}  // namespace braid::cli
