@@ -107,6 +107,39 @@ TEST(MoeRouteReference, TiesGoToTheLowerIndexAndNaNRanksLast) {
   for (int j = 3; j < 6; ++j) EXPECT_TRUE(std::isnan(w.view().ptr<float>()[j]));
 }
 
+// The special values on CUDA, against the reference: exact ties, -0 beside +0 (equal, so the
+// lower index first), -inf, NaN (ranks last, weights NaN), across lanes and slots (E = 70).
+TEST(MoeRouteCuda, SpecialValuesMatchReference) {
+  BRAID_REQUIRE_CUDA();
+  const int64_t experts = 70;
+  const int k = 8;
+  OwnedTensor logits(DType::f32, {3, experts}, Device::cpu());
+  float* l = logits.view().ptr<float>();
+  for (int64_t i = 0; i < 3 * experts; ++i) l[i] = static_cast<float>((i * 7) % 5) - 3.0f;  // ties
+  l[5] = -0.0f;  // row 0: -0 at expert 5, +0 at 40 (both above the -1..-3 values and below 1)
+  l[40] = 0.0f;
+  l[experts + 3] = -INFINITY;
+  l[experts + 66] = -INFINITY;
+  for (int64_t e = 0; e < experts; ++e)
+    if (e % 3 == 0) l[experts + e] = -INFINITY;  // row 1: many -inf
+  l[2 * experts + 33] = NAN;                    // row 2: a NaN
+  auto ref_w = poisoned(DType::f32, {3, k}, Device::cpu());
+  OwnedTensor ref_ids(DType::i32, {3, k}, Device::cpu());
+  ops::moe_route_topk_softmax(logits, k, true, ref_w, ref_ids);
+  auto w = poisoned(DType::f32, {3, k}, Device::cuda());
+  auto ids = poisoned(DType::i32, {3, k}, Device::cuda());
+  ops::moe_route_topk_softmax(to_device(logits, Device::cuda()), k, true, w, ids);
+  EXPECT_EQ(to_floats(ids), to_floats(ref_ids));
+  const std::vector<float> got = to_floats(w), want = to_floats(ref_w);
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << "weight " << i;
+    } else {
+      EXPECT_NEAR(got[i], want[i], 1e-6) << "weight " << i;
+    }
+  }
+}
+
 TEST(MoeRouteErrors, NameTheArgument) {
   const char* op = "moe_route_topk_softmax";
   OwnedTensor logits(DType::bf16, {3, 8}, Device::cpu()), w(DType::f32, {3, 2}, Device::cpu()),

@@ -2,9 +2,10 @@
 // correct but slow for long prefills (each (token, expert) pair re-reads its expert's weights).
 //
 // moe_route_topk_softmax: one warp per token. Each lane holds up to 16 of the (at most 512)
-// logits in registers, expert e at lane e % 32, slot e / 32; the warp computes the softmax's
-// maximum and sum, then runs k rounds of a warp-wide "largest remaining logit, lowest index
-// among equals" reduction. Lane j keeps round j's choice and writes it.
+// logits in registers, expert e at lane e % 32, slot e / 32 (as many slots as E needs); the warp
+// computes the softmax's maximum and sum, then runs k rounds of "largest remaining logit, lowest
+// index among equals": two warp redux instructions on order-preserving integer keys, and a rescan
+// by the winning lane only. Lane j keeps round j's choice and writes it.
 //
 // moe_experts, two launches:
 //   1. grid (T*k, I / rows): each warp computes a few intermediate rows i of one (token, expert)
@@ -37,9 +38,20 @@ struct RouteArgs {
   bool renormalize;
 };
 
-template <typename T>
+// A float as an unsigned key whose order is the floats' order (NaN taken as -inf, which ranks it
+// below every number; -0 taken as +0, its equal); 0 is below every key (a slot already chosen or
+// past the experts).
+__device__ __forceinline__ uint32_t order_key(float v) {
+  const uint32_t bits = __float_as_uint(isnan(v) ? -INFINITY : (v == 0.0f ? 0.0f : v));
+  return (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
+}
+__device__ __forceinline__ float key_value(uint32_t key) {
+  return __uint_as_float((key & 0x80000000u) ? key & 0x7fffffffu : ~key);
+}
+
+// kSlots logits per lane (expert lane + 32 i in slot i): the smallest power of two covering E.
+template <typename T, int kSlots>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) moe_route_kernel(RouteArgs a) {
-  constexpr int kSlots = ops::kMoeMaxExperts / 32;
   const int lane = threadIdx.x & 31;
   const int64_t t = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   if (t >= a.tokens) return;  // whole warps leave; no block barriers below
@@ -55,41 +67,45 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) moe_route_kernel(RouteArg
   }
   m = warp_max(m);
   float sum = 0.0f;
+  uint32_t key[kSlots];
 #pragma unroll
-  for (int i = 0; i < kSlots; ++i)
-    if (lane + 32 * i < a.experts) sum += expf(x[i] - m);  // a NaN logit makes sum NaN
+  for (int i = 0; i < kSlots; ++i) {
+    const bool expert = lane + 32 * i < a.experts;
+    if (expert) sum += expf(x[i] - m);  // a NaN logit makes sum NaN
+    key[i] = expert ? order_key(x[i]) : 0u;
+  }
   sum = warp_sum(sum);
 
-  uint32_t taken = 0;  // bit i: expert lane + 32 * i already chosen
+  // Each lane keeps its best remaining (key, expert); a round takes the warp's largest key
+  // (redux), the lowest expert among equal keys (redux), and only the winning lane rescans.
+  uint32_t best = 0;
+  int best_e = 0x7fffffff;
+  auto rescan = [&] {
+    best = 0;
+    best_e = 0x7fffffff;
+#pragma unroll
+    for (int i = 0; i < kSlots; ++i)
+      if (key[i] > best) {  // strict: the lower slot (lower expert) wins a tie
+        best = key[i];
+        best_e = lane + 32 * i;
+      }
+  };
+  rescan();
   float my_weight = 0.0f;
   int my_id = 0;
   for (int j = 0; j < a.k; ++j) {
-    // This lane's best remaining candidate; NaN ranks below every number.
-    float best = -INFINITY;
-    int best_e = 0x7fffffff;
-#pragma unroll
-    for (int i = 0; i < kSlots; ++i) {
-      const int e = lane + 32 * i;
-      const float key = isnan(x[i]) ? -INFINITY : x[i];
-      if (e < a.experts && !((taken >> i) & 1u) && (key > best || (key == best && e < best_e))) {
-        best = key;
-        best_e = e;
-      }
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      const float other = __shfl_xor_sync(0xffffffffu, best, o);
-      const int other_e = __shfl_xor_sync(0xffffffffu, best_e, o);
-      if (other > best || (other == best && other_e < best_e)) {
-        best = other;
-        best_e = other_e;
-      }
-    }
-    if ((best_e & 31) == lane) taken |= 1u << (best_e >> 5);
-    // best is the logit itself unless it was NaN, and then sum is NaN and so is every weight.
+    const uint32_t top = __reduce_max_sync(0xffffffffu, best);
+    const int winner = __reduce_min_sync(0xffffffffu, best == top ? best_e : 0x7fffffff);
     if (lane == j) {
-      my_id = best_e;
-      my_weight = expf(best - m) / sum;
+      my_id = winner;
+      // The winner's logit is its key's float (a NaN logit came back as -inf; sum is NaN then).
+      my_weight = expf(key_value(top) - m) / sum;
+    }
+    if ((winner & 31) == lane) {
+#pragma unroll
+      for (int i = 0; i < kSlots; ++i)
+        if (lane + 32 * i == winner) key[i] = 0u;
+      rescan();
     }
   }
   if (a.renormalize) my_weight /= warp_sum(lane < a.k ? my_weight : 0.0f);
@@ -241,7 +257,17 @@ void moe_route_topk_softmax(const Tensor& logits, int k, bool renormalize,
   auto s = static_cast<cudaStream_t>(stream.handle);
   dispatch_float_type(logits.dtype, [&](auto tag) {
     using T = decltype(tag);
-    moe_route_kernel<T><<<blocks, kWarpsPerBlock * 32, 0, s>>>(a);
+    const int slots = (a.experts + 31) / 32;
+    if (slots <= 1)
+      moe_route_kernel<T, 1><<<blocks, kWarpsPerBlock * 32, 0, s>>>(a);
+    else if (slots <= 2)
+      moe_route_kernel<T, 2><<<blocks, kWarpsPerBlock * 32, 0, s>>>(a);
+    else if (slots <= 4)
+      moe_route_kernel<T, 4><<<blocks, kWarpsPerBlock * 32, 0, s>>>(a);
+    else if (slots <= 8)
+      moe_route_kernel<T, 8><<<blocks, kWarpsPerBlock * 32, 0, s>>>(a);
+    else
+      moe_route_kernel<T, 16><<<blocks, kWarpsPerBlock * 32, 0, s>>>(a);
   });
   BRAID_CUDA_CHECK_LAUNCH();
 }
