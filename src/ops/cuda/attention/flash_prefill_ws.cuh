@@ -1,18 +1,22 @@
 // FlashAttention forward on Hopper, warp-specialised (the FlashAttention-3 schedule), for K/V in
-// contiguous tensors:
-//   warpgroup 0    producer: one thread issues TMA copies of Q and of each K and V tile into a ring
-//                  of kStages buffers; "full" mbarriers tell the consumers a tile has landed, "empty"
-//                  mbarriers tell the producer a buffer may be refilled. It keeps 24 registers.
-//   warpgroups 1-2 consumers, 64 query rows each (240 registers each): per key tile,
+// contiguous tensors. A persistent block (one per SM) walks work items (query tile, head,
+// sequence):
+//   warpgroup 0    producer: one thread issues TMA copies of each item's Q and of each K and V tile
+//                  into a ring of kStages buffers; "full" mbarriers tell the consumers a tile has
+//                  landed, "empty" mbarriers tell the producer a buffer (or Q) may be refilled, so
+//                  the next item's loads start while this one finishes. It keeps 24-32 registers.
+//   warpgroups 1.. consumers, 64 query rows each (2 at head_dim 128, 3 at 64; 240 or 160
+//                  registers): per key tile,
 //                    S_j = Q K_j^T   (wgmma, both operands in shared memory)
 //                    O += P_{j-1} V_{j-1}   issued right behind it, so the tensor cores have the
 //                                    previous tile's second product to run while the softmax of
 //                                    S_j runs (intra-warpgroup overlap);
-//                  and the two consumers take turns issuing their products (ping-pong: named
-//                  barriers 1 and 2), so one's exponentials overlap the other's products.
+//                  and the consumers take turns issuing their products (named barriers, round
+//                  robin), so one's exponentials overlap another's products. O is staged through
+//                  its own shared tile for 16-byte row stores.
 // No block-wide barrier after the start. Shapes, masks and the online softmax are those of the
 // other two kernels (flash_prefill.cuh, flash_prefill_sm90.cuh; shared layouts and wgmma wrappers
-// from the latter).
+// from the latter). docs/perf/attention.md has the measurements behind each choice.
 //
 // TMA reads whole boxes: a sequence's last query or key tile can take rows of the next sequence
 // (or zeros past the tensor's end). Query rows past q_len are never stored, keys past kv_len are
