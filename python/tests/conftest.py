@@ -27,3 +27,18 @@ def seed():
     s = int.from_bytes(os.urandom(8), "little")
     print(f"seed {s}")
     return s
+
+
+@pytest.fixture
+def cuda():
+    """The current CUDA device as a torch.device; skips without torch, without a device visible to
+    PyTorch, or when libbraid.so sees none (a CPU-only build)."""
+    try:
+        import torch
+    except ImportError:
+        pytest.skip("torch is not installed")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device visible to PyTorch")
+    if braidinfer.cuda_device_count() == 0:
+        pytest.skip(f"{braidinfer.library_path()} sees no CUDA device (a CPU-only build?)")
+    return torch.device("cuda", torch.cuda.current_device())

@@ -70,17 +70,6 @@ def test_moe_permute_errors():
 # ---- torch, on CUDA --------------------------------------------------------------------------
 
 
-@pytest.fixture
-def cuda():
-    if torch is None:
-        pytest.skip("torch is not installed")
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA device visible to PyTorch")
-    if bi.cuda_device_count() == 0:
-        pytest.skip(f"{bi.library_path()} sees no CUDA device (a CPU-only build?)")
-    return torch.device("cuda", torch.cuda.current_device())
-
-
 @pytest.mark.parametrize("tokens,k,experts", CONFIGS, ids=CONFIG_IDS)
 def test_moe_permute_gather_combine_torch(cuda, seed, tokens, k, experts):
     gen = torch.Generator().manual_seed(seed % 2**63)

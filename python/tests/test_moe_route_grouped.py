@@ -10,14 +10,13 @@ the biased scores are the same bits and the chosen ids can be compared exactly; 
 stable sorts, so equal scores go to the lower index as the contract asks.
 """
 
-import math
-
 import pytest
 
 np = pytest.importorskip("numpy")
 
 import braidinfer as bi  # noqa: E402
 from braidinfer import BraidError, Status  # noqa: E402
+from numeric import rel_error  # noqa: E402
 
 try:
     import torch
@@ -38,18 +37,6 @@ CONFIGS = [
     (4, 128, 64, 20, 16, 1.0),  # more than 32 groups
 ]
 CONFIG_IDS = ["x".join(map(str, c[:5])) for c in CONFIGS]
-
-
-def rel_error(got, ref):
-    """‖got − ref‖ / ‖ref‖ in float64; inf if anything is NaN."""
-    got = np.asarray(got, dtype=np.float64)
-    ref = np.asarray(ref, dtype=np.float64)
-    assert got.shape == ref.shape, (got.shape, ref.shape)
-    if np.isnan(got).any() or np.isnan(ref).any():
-        return math.inf
-    den = np.linalg.norm(ref)
-    num = np.linalg.norm(got - ref)
-    return num / den if den > 0 else num
 
 
 # ---- numpy, on the CPU -----------------------------------------------------------------------
@@ -147,17 +134,6 @@ def test_moe_route_grouped_errors():
 
 
 # ---- torch, on CUDA --------------------------------------------------------------------------
-
-
-@pytest.fixture
-def cuda():
-    if torch is None:
-        pytest.skip("torch is not installed")
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA device visible to PyTorch")
-    if bi.cuda_device_count() == 0:
-        pytest.skip(f"{bi.library_path()} sees no CUDA device (a CPU-only build?)")
-    return torch.device("cuda", torch.cuda.current_device())
 
 
 def grouped_torch(logits, bias, n_group, topk_group, k, scale, exact=True):

@@ -11,23 +11,12 @@ import pytest
 
 import braidinfer as bi
 from braidinfer import BraidError, Status
+from numeric import rel_error
 from rope_reference import SCALINGS, braid_config, inv_freq_and_scaling
 
 pytestmark = pytest.mark.usefixtures("library")
 
 TOL = {np.float32: 1e-5, np.float16: 2e-3}
-
-
-def rel_error(got, ref):
-    """‖got − ref‖ / ‖ref‖ in float64; inf if anything is NaN."""
-    got = np.asarray(got, dtype=np.float64)
-    ref = np.asarray(ref, dtype=np.float64)
-    assert got.shape == ref.shape, (got.shape, ref.shape)
-    if np.isnan(got).any() or np.isnan(ref).any():
-        return math.inf
-    den = np.linalg.norm(ref)
-    num = np.linalg.norm(got - ref)
-    return num / den if den > 0 else num
 
 
 def poisoned(shape, dtype):

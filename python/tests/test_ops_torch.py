@@ -27,15 +27,6 @@ FLOAT_IDS = ["bf16", "f16", "f32"]
 
 
 @pytest.fixture
-def cuda():
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA device visible to PyTorch")
-    if bi.cuda_device_count() == 0:
-        pytest.skip(f"{bi.library_path()} sees no CUDA device (a CPU-only build?)")
-    return torch.device("cuda", torch.cuda.current_device())
-
-
-@pytest.fixture
 def gen(seed):
     return torch.Generator().manual_seed(seed)
 
