@@ -5,6 +5,7 @@
 #include "core/device_guard.h"
 #include "ops/check.h"
 #include "ops/cpu/cpu_ops.h"
+#include "ops/moe_check.h"
 #if BRAID_WITH_CUDA
 #include "ops/cuda/cuda_ops.h"
 #endif
@@ -17,26 +18,14 @@ void moe_route_topk_softmax(const Tensor& logits, int k, bool renormalize,
   check::defined(op, "logits", logits);
   check::defined(op, "topk_weights", topk_weights);
   check::defined(op, "topk_ids", topk_ids);
-  check::dtype_in(op, "logits", logits, {DType::f32, DType::f16, DType::bf16});
-  check::ndim_eq(op, "logits", logits, 2);
-  check::rows(op, "logits", logits);
-  const int64_t tokens = logits.shape[0], experts = logits.shape[1];
-  if (experts < 1 || experts > kMoeMaxExperts)
-    check::fail(ErrorKind::shape, op, "logits",
-                "between 1 and " + std::to_string(kMoeMaxExperts) + " experts in dimension 1",
-                shape_string(logits));
+  const int64_t tokens = logits.shape[0], experts = moe_check::router_logits(op, logits);
   const int64_t max_k = experts < kMoeMaxTopK ? experts : kMoeMaxTopK;
   if (k < 1 || k > max_k)
     check::fail(ErrorKind::invalid_argument, op, "k",
                 "k between 1 and min(" + std::to_string(kMoeMaxTopK) + ", experts) = " +
                     std::to_string(max_k),
                 std::to_string(k));
-  check::dtype_eq(op, "topk_weights", topk_weights, DType::f32);
-  check::shape_eq(op, "topk_weights", topk_weights, {tokens, k});
-  check::contiguous(op, "topk_weights", topk_weights);
-  check::dtype_eq(op, "topk_ids", topk_ids, DType::i32);
-  check::shape_eq(op, "topk_ids", topk_ids, {tokens, k});
-  check::contiguous(op, "topk_ids", topk_ids);
+  moe_check::router_outputs(op, tokens, k, topk_weights, topk_ids);
   Device dev = check::same_device(
       op, {{"logits", &logits}, {"topk_weights", &topk_weights}, {"topk_ids", &topk_ids}});
   if (tokens == 0) return;

@@ -5,6 +5,7 @@
 #include "core/device_guard.h"
 #include "ops/check.h"
 #include "ops/cpu/cpu_ops.h"
+#include "ops/moe_check.h"
 #if BRAID_WITH_CUDA
 #include "ops/cuda/cuda_ops.h"
 #endif
@@ -12,8 +13,6 @@
 namespace braid::ops {
 
 namespace {
-
-constexpr int64_t kPermuteChunk = 1024;  // pairs per counting block on CUDA (moe_permute.cu)
 
 // The CPU can read the values; CUDA trusts them (checking would need a host synchronisation).
 void check_index_range(const char* op, const char* arg, const Tensor& t, int64_t lo, int64_t hi) {
@@ -36,7 +35,7 @@ void check_i32_vector(const char* op, const char* arg, const Tensor& t, int64_t 
 
 int64_t moe_permute_workspace_size(int64_t pairs, int64_t num_experts) {
   // Per chunk of pairs: the chunk's count for every expert and for the invalid-id bucket.
-  const int64_t chunks = (pairs + kPermuteChunk - 1) / kPermuteChunk;
+  const int64_t chunks = (pairs + moe_check::kPermuteChunk - 1) / moe_check::kPermuteChunk;
   return (chunks > 0 ? chunks : 1) * (num_experts + 1);
 }
 

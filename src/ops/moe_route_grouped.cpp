@@ -6,6 +6,7 @@
 #include "core/device_guard.h"
 #include "ops/check.h"
 #include "ops/cpu/cpu_ops.h"
+#include "ops/moe_check.h"
 #if BRAID_WITH_CUDA
 #include "ops/cuda/cuda_ops.h"
 #endif
@@ -21,14 +22,7 @@ void moe_route_grouped(const Tensor& logits, const Tensor& bias, int n_group, in
   check::defined(op, "topk_weights", topk_weights);
   check::defined(op, "topk_ids", topk_ids);
 
-  check::dtype_in(op, "logits", logits, {DType::f32, DType::f16, DType::bf16});
-  check::ndim_eq(op, "logits", logits, 2);
-  check::rows(op, "logits", logits);
-  const int64_t tokens = logits.shape[0], experts = logits.shape[1];
-  if (experts < 1 || experts > kMoeMaxExperts)
-    check::fail(ErrorKind::shape, op, "logits",
-                "between 1 and " + std::to_string(kMoeMaxExperts) + " experts in dimension 1",
-                shape_string(logits));
+  const int64_t tokens = logits.shape[0], experts = moe_check::router_logits(op, logits);
   check::dtype_in(op, "bias", bias, {DType::f32, DType::bf16});
   check::shape_eq(op, "bias", bias, {experts});
   check::contiguous(op, "bias", bias);
@@ -53,12 +47,7 @@ void moe_route_grouped(const Tensor& logits, const Tensor& bias, int n_group, in
     check::fail(ErrorKind::invalid_argument, op, "routed_scaling_factor", "a finite number",
                 std::to_string(routed_scaling_factor));
 
-  check::dtype_eq(op, "topk_weights", topk_weights, DType::f32);
-  check::shape_eq(op, "topk_weights", topk_weights, {tokens, k});
-  check::contiguous(op, "topk_weights", topk_weights);
-  check::dtype_eq(op, "topk_ids", topk_ids, DType::i32);
-  check::shape_eq(op, "topk_ids", topk_ids, {tokens, k});
-  check::contiguous(op, "topk_ids", topk_ids);
+  moe_check::router_outputs(op, tokens, k, topk_weights, topk_ids);
   Device dev = check::same_device(op, {{"logits", &logits},
                                        {"bias", &bias},
                                        {"topk_weights", &topk_weights},

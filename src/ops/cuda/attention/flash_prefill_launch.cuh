@@ -27,7 +27,8 @@ inline void check_grid(const Params& p, int64_t batch, int64_t m_blocks) {
 
 // Past 48 KB of dynamic shared memory a kernel must opt in; callers do it once per kernel, through
 // a function-local static.
-inline bool opt_in(void (*kernel)(Params), int smem) {
+template <typename Kernel>
+bool opt_in(Kernel* kernel, int smem) {
   BRAID_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   return true;
 }
@@ -90,11 +91,7 @@ bool launch_ws(const Params& p, int64_t batch, int64_t max_q, cudaStream_t strea
       !make_tma_map_rows_heads(&tp.k, kType, p.k, p.kv_rows, p.kv_heads, D, p.k_row_stride, S::kTileN) ||
       !make_tma_map_rows_heads(&tp.v, kType, p.v, p.kv_rows, p.kv_heads, D, p.v_row_stride, S::kTileN))
     return false;
-  static const bool opted_in = [] {
-    BRAID_CUDA_CHECK(cudaFuncSetAttribute(ws::flash_prefill_ws_kernel<T, D>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
-    return true;
-  }();
+  static const bool opted_in = opt_in(ws::flash_prefill_ws_kernel<T, D>, S::kSmemBytes);
   (void)opted_in;
   const int64_t m_tiles = (max_q + S::kBlockM - 1) / S::kBlockM;
   const int64_t items = m_tiles * p.q_heads * batch;

@@ -102,6 +102,39 @@ __device__ __forceinline__ void mma_pv(float (&o)[D / 2], const uint32_t (&a)[4]
   }
 }
 
+// The epilogue of both Hopper kernels, per warp: its 16 rows of O (wgmma's accumulator layout,
+// scaled by 1 / l per row) staged in the swizzled [kBlockM][D] tile at `stage` (rows warp_row0 ..
+// warp_row0 + 15, which no other warp touches), then stored as 16-byte row pieces to out; rows at
+// or past q_len are not stored.
+template <typename T, int D, int kBlockM>
+__device__ __forceinline__ void store_warp_rows(const Params& p, const float (&o)[D / 8][4],
+                                                float inv_lo, float inv_hi, uint32_t stage,
+                                                int warp_row0, int q_start, int head, int m0,
+                                                int q_len) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int d = 0; d < D / 8; ++d) {
+    const uint32_t lo = pack2<T>(o[d][0] * inv_lo, o[d][1] * inv_lo);
+    const uint32_t hi = pack2<T>(o[d][2] * inv_hi, o[d][3] * inv_hi);
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(stage + sw128<kBlockM>(warp_row0 + g, d) + 4 * t), "r"(lo));
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(stage + sw128<kBlockM>(warp_row0 + g + 8, d) + 4 * t), "r"(hi));
+  }
+  __syncwarp();
+  char* o_base = static_cast<char*>(p.out) +
+                 (int64_t{q_start} * p.o_row_stride + int64_t{head} * D) * sizeof(T);
+  constexpr int kChunks = D / 8;
+  for (int i = lane; i < 16 * kChunks; i += 32) {
+    const int r = warp_row0 + i / kChunks, chunk = i % kChunks;
+    if (m0 + r >= q_len) continue;
+    uint4 v;
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "r"(stage + sw128<kBlockM>(r, chunk)));
+    *reinterpret_cast<uint4*>(o_base + (int64_t{m0 + r} * p.o_row_stride + chunk * 8) * sizeof(T)) = v;
+  }
+  __syncwarp();  // the staging rows may be rewritten next
+}
+
 template <int D>
 constexpr int smem_bytes() {
   // Q, two K and two V tiles, + alignment slack: tiles start 1024-aligned.
@@ -209,29 +242,9 @@ __global__ void __launch_bounds__(128 * kWG) flash_prefill_sm90_kernel(Params p)
   float inv_lo, inv_hi;
   rows.finish(p.lse, q_start, p.q_heads, head, t, row_lo, row_hi, q_len, inv_lo, inv_hi);
 
-  // Stage O through Q's tile (rows of this warp only), then 16-byte row stores.
-  const int r_lo = wg * 64 + warp_in_wg * 16 + g;
-#pragma unroll
-  for (int d = 0; d < kDTiles; ++d) {
-    const uint32_t lo = pack2<T>(o[d][0] * inv_lo, o[d][1] * inv_lo);
-    const uint32_t hi = pack2<T>(o[d][2] * inv_hi, o[d][3] * inv_hi);
-    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sQ + sw128<kBlockM>(r_lo, d) + 4 * t), "r"(lo));
-    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sQ + sw128<kBlockM>(r_lo + 8, d) + 4 * t), "r"(hi));
-  }
-  __syncwarp();
-  char* o_base = static_cast<char*>(p.out) +
-                 (int64_t{q_start} * p.o_row_stride + int64_t{head} * D) * sizeof(T);
-  constexpr int kChunks = D / 8;
-  const int warp_row0 = wg * 64 + warp_in_wg * 16;
-  for (int i = lane; i < 16 * kChunks; i += 32) {
-    const int r = warp_row0 + i / kChunks, chunk = i % kChunks;
-    if (m0 + r >= q_len) continue;
-    uint4 v;
-    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "r"(sQ + sw128<kBlockM>(r, chunk)));
-    *reinterpret_cast<uint4*>(o_base + (int64_t{m0 + r} * p.o_row_stride + chunk * 8) * sizeof(T)) = v;
-  }
+  // O staged through Q's tile (rows of this warp only), then stored.
+  store_warp_rows<T, D, kBlockM>(p, o, inv_lo, inv_hi, sQ, wg * 64 + warp_in_wg * 16, q_start, head,
+                                 m0, q_len);
 #endif
 }
 

@@ -289,30 +289,8 @@ __global__ void __launch_bounds__(Shape<D>::kThreads, 1)
 
     float inv_lo, inv_hi;
     rows.finish(p.lse, w.q_start, p.q_heads, w.head, t, row_lo, row_hi, w.q_len, inv_lo, inv_hi);
-    // Stage O through this warp's 16 rows of the O tile, then 16-byte row stores.
-    const int r_lo = cw * 64 + warp_in_wg * 16 + g;
-#pragma unroll
-    for (int d = 0; d < kDTiles; ++d) {
-      const uint32_t lo = pack2<T>(o[d][0] * inv_lo, o[d][1] * inv_lo);
-      const uint32_t hi = pack2<T>(o[d][2] * inv_hi, o[d][3] * inv_hi);
-      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sO + sw128<kBlockM>(r_lo, d) + 4 * t), "r"(lo));
-      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sO + sw128<kBlockM>(r_lo + 8, d) + 4 * t), "r"(hi));
-    }
-    __syncwarp();
-    char* o_base = static_cast<char*>(p.out) +
-                   (int64_t{w.q_start} * p.o_row_stride + int64_t{w.head} * D) * sizeof(T);
-    constexpr int kChunks = D / 8;
-    const int warp_row0 = cw * 64 + warp_in_wg * 16;
-    for (int i = lane; i < 16 * kChunks; i += 32) {
-      const int r = warp_row0 + i / kChunks, chunk = i % kChunks;
-      if (w.m0 + r >= w.q_len) continue;
-      uint4 v;
-      asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                   : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                   : "r"(sO + sw128<kBlockM>(r, chunk)));
-      *reinterpret_cast<uint4*>(o_base + (int64_t{w.m0 + r} * p.o_row_stride + chunk * 8) * sizeof(T)) = v;
-    }
-    __syncwarp();  // the staging rows are rewritten by the next item
+    store_warp_rows<T, D, kBlockM>(p, o, inv_lo, inv_hi, sO, cw * 64 + warp_in_wg * 16, w.q_start,
+                                   w.head, w.m0, w.q_len);
   }
   if (cw == 0) hopper::named_sync(1, 256);  // the last consumer's final hand-over
 #endif

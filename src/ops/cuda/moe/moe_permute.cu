@@ -16,12 +16,13 @@
 #include "core/cuda_check.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/moe_check.h"
 
 namespace braid::cuda {
 
 namespace {
 
-constexpr int kChunk = 1024;  // pairs per chunk: ops::moe_permute_workspace_size assumes it
+constexpr int kChunk = ops::moe_check::kPermuteChunk;  // pairs per chunk, as the workspace holds
 constexpr int kMaxBuckets = ops::kMoeMaxExperts + 1;
 
 struct PermuteArgs {
