@@ -314,6 +314,18 @@ BRAID_API braid_status braid_moe_combine(const braid_tensor* ys, const braid_ten
                                          const braid_tensor* topk_weights,
                                          const braid_tensor* out, void* stream);
 
+/* moe_grouped_gemm: the expert GEMMs of a permuted batch; rows [expert_offsets[e],
+ * expert_offsets[e + 1]) of x belong to expert e (offsets read on the device on CUDA, clamped to
+ * [0, M]; checked on the CPU).
+ *   activation 0 (none):   y[r] = x[r] @ w[e]^T                   w [E, N, K], y [M, N]
+ *   activation 1 (swiglu): y[r] = silu(x[r] @ gate^T) * (x[r] @ up^T), gate = w[e][0:I],
+ *                          up = w[e][I:2I] (g, u and y rounded to x's dtype)   w [E, 2I, K], y [M, I]
+ *   x [M, K] float rows; w x's dtype, contiguous; expert_offsets [E + 1] i32 (1 <= E <= 512,
+ *   non-decreasing, offsets[E] <= M); y x's dtype, rows (rows past offsets[E] left as they are). */
+BRAID_API braid_status braid_moe_grouped_gemm(const braid_tensor* x, const braid_tensor* w,
+                                              const braid_tensor* expert_offsets, int activation,
+                                              const braid_tensor* y, void* stream);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -267,6 +267,26 @@ void moe_gather(const Tensor& x, const Tensor& sorted_pairs, int k, const Tensor
 void moe_combine(const Tensor& ys, const Tensor& pair_rows, const Tensor& topk_weights,
                  const Tensor& out, Stream stream = {});
 
+// moe_grouped_gemm: the expert GEMMs of a permuted batch (moe_permute -> moe_gather -> here ->
+// here -> moe_combine). Rows [expert_offsets[e], expert_offsets[e + 1]) of x belong to expert e,
+// and the offsets are read on the device (no host synchronisation; graph-capturable):
+//   MoeActivation::none    y[r, :] = to_dtype(x[r, :] @ w[e]^T)               w [E, N, K], y [M, N]
+//   MoeActivation::swiglu  g = to_dtype(x[r, :] @ w[e][0:I]^T), u = to_dtype(x[r, :] @ w[e][I:2I]^T),
+//                          y[r, :] = to_dtype(silu(g) * u)                     w [E, 2I, K], y [M, I]
+// with fp32 sums (the rounding of gemm -> silu_mul, and of moe_experts' h).
+//   x              [M, K] f32/f16/bf16, rows
+//   w              [E, N, K] x's dtype, contiguous (Hugging Face [out_features, in_features] per
+//                  expert; for swiglu the I gate rows, then the I up rows)
+//   expert_offsets [E + 1] i32, contiguous, non-decreasing, offsets[0] = 0, offsets[E] <= M (as
+//                  moe_permute writes them): checked on the CPU, trusted on CUDA
+//   y              [M, N or I] x's dtype, rows; rows past offsets[E] are left as they are
+// On CUDA, f16/bf16 with K % 8 == 0 and 16-byte aligned rows take the Hopper (sm_90a) kernel:
+// TMA and wgmma, a persistent tile scheduler over (expert, row tile, column tile), the SwiGLU in
+// its epilogue; other cases take a simple kernel.
+enum class MoeActivation { none = 0, swiglu = 1 };
+void moe_grouped_gemm(const Tensor& x, const Tensor& w, const Tensor& expert_offsets,
+                      MoeActivation activation, const Tensor& y, Stream stream = {});
+
 // Experts with a SwiGLU MLP each, combined with the routing weights. For each token t and each
 // j < k, with e = topk_ids[t, j]:
 //   g = to_dtype(gate[e] @ x[t]),  u = to_dtype(up[e] @ x[t])     (fp32 sums, as a gemm writes them)

@@ -128,6 +128,7 @@ _PROTOTYPES = {
     "braid_moe_permute": (ctypes.c_int, [_T, ctypes.c_int, _T, _T, _T, _T, _S]),
     "braid_moe_gather": (ctypes.c_int, [_T, _T, ctypes.c_int, _T, _S]),
     "braid_moe_combine": (ctypes.c_int, [_T, _T, _T, _T, _S]),
+    "braid_moe_grouped_gemm": (ctypes.c_int, [_T, _T, _T, ctypes.c_int, _T, _S]),
 }
 
 _lock = threading.Lock()

@@ -38,6 +38,7 @@ __all__ = [
     "moe_route_grouped",
     "moe_combine",
     "moe_experts",
+    "moe_grouped_gemm",
     "moe_gather",
     "moe_permute",
     "moe_permute_workspace_size",
@@ -479,6 +480,31 @@ def moe_combine(ys, pair_rows, topk_weights, out=None, *, stream=None):
     c.run(c.tensor("ys", ys), c.tensor("pair_rows", pair_rows),
           c.tensor("topk_weights", topk_weights), c.tensor("out", out, writable=True))
     return out
+
+
+_MOE_ACTIVATIONS = {"none": 0, "swiglu": 1}
+
+
+def moe_grouped_gemm(x, w, expert_offsets, activation="none", y=None, *, stream=None):
+    """The expert GEMMs of a permuted batch: rows [expert_offsets[e], expert_offsets[e + 1]) of x
+    belong to expert e. activation "none": y[r] = x[r] @ w[e]^T (w [E, N, K], y [M, N]);
+    "swiglu": y[r] = silu(x[r] @ gate^T) * (x[r] @ up^T) with gate = w[e][:I], up = w[e][I:]
+    (w [E, 2I, K], y [M, I]; g, u and y rounded to x's dtype). x [M, K] f32/f16/bf16; w x's
+    dtype, contiguous; expert_offsets [E + 1] i32 as moe_permute writes them (read on the device
+    on CUDA: no host synchronisation); y allocated when None (rows past offsets[E] are left as
+    they are). Returns y."""
+    if activation not in _MOE_ACTIVATIONS:
+        raise ValueError(f"moe_grouped_gemm: activation must be one of {sorted(_MOE_ACTIVATIONS)}, "
+                         f"got {activation!r}")
+    if y is None:
+        _need_dims("moe_grouped_gemm", "x", x, 2)
+        _need_dims("moe_grouped_gemm", "w", w, 3)
+        cols = _shape(w)[1] // 2 if activation == "swiglu" else _shape(w)[1]
+        y = _convert.empty(x, (_shape(x)[0], cols), _convert.tensor_dtype("moe_grouped_gemm", "x", x))
+    c = _Call("moe_grouped_gemm", stream)
+    c.run(c.tensor("x", x), c.tensor("w", w), c.tensor("expert_offsets", expert_offsets),
+          ctypes.c_int(_MOE_ACTIVATIONS[activation]), c.tensor("y", y, writable=True))
+    return y
 
 
 def moe_experts(x, topk_weights, topk_ids, gate_up, down, workspace=None, out=None, *,

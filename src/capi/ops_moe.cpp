@@ -1,5 +1,5 @@
 // C wrappers: moe_route_topk_softmax, moe_experts, the permutation ops (moe_permute, moe_gather,
-// moe_combine).
+// moe_combine) and moe_grouped_gemm.
 #include "braid/ops.h"
 #include "capi/capi.h"
 
@@ -67,6 +67,18 @@ braid_status braid_moe_combine(const braid_tensor* ys, const braid_tensor* pair_
     braid::ops::moe_combine(tensor_arg(op, "ys", ys), tensor_arg(op, "pair_rows", pair_rows),
                             tensor_arg(op, "topk_weights", topk_weights), tensor_arg(op, "out", out),
                             stream_arg(stream));
+  });
+}
+
+braid_status braid_moe_grouped_gemm(const braid_tensor* x, const braid_tensor* w,
+                                    const braid_tensor* expert_offsets, int activation,
+                                    const braid_tensor* y, void* stream) {
+  const char* op = "moe_grouped_gemm";
+  return guarded(op, [&] {
+    braid::ops::moe_grouped_gemm(tensor_arg(op, "x", x), tensor_arg(op, "w", w),
+                                 tensor_arg(op, "expert_offsets", expert_offsets),
+                                 static_cast<braid::ops::MoeActivation>(activation),
+                                 tensor_arg(op, "y", y), stream_arg(stream));
   });
 }
 

@@ -39,7 +39,7 @@ Engine::Engine(const std::string& dir, const EngineOptions& o)
                                    choose_dtype(config_, o))),
       cache_(config_, choose_context(config_, o), o.page_size, o.device, weights_.dtype),
       workspace_(config_, o.max_step_tokens, o.device, weights_.dtype,
-                 int64_t{cache_.pages_per_seq} * cache_.page_size) {
+                 int64_t{cache_.pages_per_seq} * cache_.page_size, o.moe_gemv_max_tokens) {
   const int T = o.max_step_tokens;
   host_inputs_ = OwnedTensor(DType::i32, {4 * T + 3}, Device::cpu());
   device_inputs_ = OwnedTensor(DType::i32, {4 * T + 3}, o.device);

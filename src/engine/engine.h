@@ -23,6 +23,9 @@ struct EngineOptions {
   int max_context = 0;       // tokens; 0: the config's max_position_embeddings, at most 8192
   int page_size = 16;
   int max_step_tokens = 512; // longer prompts are prefilled in chunks of this many tokens
+  // MoE models: steps of up to this many tokens run the experts as GEMVs, longer ones (f16/bf16)
+  // as permuted grouped GEMMs (model::kMoeGemvMaxTokens).
+  int moe_gemv_max_tokens = model::kMoeGemvMaxTokens;
 };
 
 class Engine {

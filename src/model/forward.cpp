@@ -5,6 +5,7 @@
 // run their parts one after another through the workspace.
 #include "model/forward.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "braid/ops.h"
@@ -28,8 +29,9 @@ Tensor rows(const OwnedTensor& t, int64_t n) { return t.view().slice(0, 0, n); }
 
 }  // namespace
 
-Workspace::Workspace(const ModelConfig& c, int T, Device d, DType t, int64_t decode_kv_capacity)
-    : max_tokens(T) {
+Workspace::Workspace(const ModelConfig& c, int T, Device d, DType t, int64_t decode_kv_capacity,
+                     int moe_gemv_max_tokens_)
+    : max_tokens(T), moe_gemv_max_tokens(moe_gemv_max_tokens_) {
   const int64_t H = c.hidden_size;
   const int64_t qkv_width = c.q_dim() + 2 * c.kv_dim();
   int64_t I = 0;
@@ -54,7 +56,21 @@ Workspace::Workspace(const ModelConfig& c, int T, Device d, DType t, int64_t dec
     router_logits = OwnedTensor(t, {T, E}, d);
     topk_weights = OwnedTensor(DType::f32, {T, k}, d);
     topk_ids = OwnedTensor(DType::i32, {T, k}, d);
-    moe_hidden = OwnedTensor(DType::f32, {T * k, int64_t{c.moe_intermediate_size}}, d);
+    const int64_t I_moe = c.moe_intermediate_size;
+    // The GEMV path takes every step in f32, else only steps the grouped path leaves to it.
+    const bool grouped = t != DType::f32 && T > moe_gemv_max_tokens;
+    const int64_t gemv_T = grouped ? std::max(0, moe_gemv_max_tokens) : T;
+    moe_hidden = OwnedTensor(DType::f32, {gemv_T * k, I_moe}, d);
+    if (grouped) {
+      const int64_t pairs = T * k;
+      moe_offsets = OwnedTensor(DType::i32, {E + 1}, d);
+      moe_sorted_pairs = OwnedTensor(DType::i32, {pairs}, d);
+      moe_pair_rows = OwnedTensor(DType::i32, {pairs}, d);
+      moe_permute_scratch = OwnedTensor(DType::i32, {ops::moe_permute_workspace_size(pairs, E)}, d);
+      moe_xs = OwnedTensor(t, {pairs, H}, d);
+      moe_hs = OwnedTensor(t, {pairs, I_moe}, d);
+      moe_ys = OwnedTensor(t, {pairs, H}, d);
+    }
   }
   if (decode_kv_capacity > 0)
     decode_attention = OwnedTensor(
@@ -116,14 +132,31 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
     } else {
       const Tensor router_logits = rows(ws.router_logits, n);
       const Tensor topk_w = rows(ws.topk_weights, n), topk_ids = rows(ws.topk_ids, n);
-      const Tensor hidden = ws.moe_hidden.view().slice(0, 0, int64_t{n} * c.experts_per_token);
       ops::rms_norm(residual, lw.mlp_norm, eps, normed, s);
       ops::gemm(normed, lw.router, Tensor{}, router_logits, s);
       ops::moe_route_topk_softmax(router_logits, c.experts_per_token, c.norm_topk_prob, topk_w,
                                   topk_ids, s);
       mark("moe_router", l);
-      ops::moe_experts(normed, topk_w, topk_ids, lw.experts_gate_up, lw.experts_down, hidden,
-                       proj, s);
+      if (ws.moe_grouped(n)) {
+        const int64_t pairs = int64_t{n} * c.experts_per_token;
+        const Tensor sorted_pairs = rows(ws.moe_sorted_pairs, pairs);
+        const Tensor pair_rows = rows(ws.moe_pair_rows, pairs);
+        const Tensor xs = rows(ws.moe_xs, pairs), hs = rows(ws.moe_hs, pairs);
+        const Tensor ys = rows(ws.moe_ys, pairs), offsets = ws.moe_offsets.view();
+        ops::moe_permute(topk_ids, c.num_experts, offsets, sorted_pairs, pair_rows,
+                         ws.moe_permute_scratch.view(), s);
+        ops::moe_gather(normed, sorted_pairs, c.experts_per_token, xs, s);
+        mark("moe_permute", l);
+        ops::moe_grouped_gemm(xs, lw.experts_gate_up, offsets, ops::MoeActivation::swiglu, hs, s);
+        mark("moe_gate_up", l);
+        ops::moe_grouped_gemm(hs, lw.experts_down, offsets, ops::MoeActivation::none, ys, s);
+        mark("moe_down", l);
+        ops::moe_combine(ys, pair_rows, topk_w, proj, s);
+      } else {
+        const Tensor hidden = ws.moe_hidden.view().slice(0, 0, int64_t{n} * c.experts_per_token);
+        ops::moe_experts(normed, topk_w, topk_ids, lw.experts_gate_up, lw.experts_down, hidden,
+                         proj, s);
+      }
       ops::add_inplace(proj, residual, s);
       mark("moe_experts", l);
     }

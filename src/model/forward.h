@@ -11,16 +11,29 @@
 
 namespace braid::model {
 
+// MoE layers run the GEMV kernels (moe_experts), which read each chosen expert's weights once per
+// token, for steps of up to this many tokens; longer steps in f16/bf16 run the permuted grouped
+// GEMMs (moe_permute -> moe_gather -> moe_grouped_gemm x 2 -> moe_combine), which read them once.
+inline constexpr int kMoeGemvMaxTokens = 16;
+
 // Activations for up to max_tokens tokens per step, allocated once. With decode_kv_capacity > 0
 // (the KV cache's tokens per sequence, pages included) it also holds the split-KV decode
 // attention's scratch for up to max_tokens sequences.
 struct Workspace {
   Workspace(const ModelConfig& config, int max_tokens, Device device, DType dtype,
-            int64_t decode_kv_capacity = 0);
+            int64_t decode_kv_capacity = 0, int moe_gemv_max_tokens = kMoeGemvMaxTokens);
   int max_tokens;
+  int moe_gemv_max_tokens;
   OwnedTensor residual, normed, qkv, attn, proj, mlp, act;  // [T, ...] in the model dtype
-  OwnedTensor router_logits, topk_weights, topk_ids, moe_hidden;  // MoE layers only
+  // MoE layers only: the router's outputs; the GEMV path's f32 h rows; the grouped path's
+  // permutation (offsets, sorted pairs, pair rows, scratch) and its rows in expert order (x, h, y).
+  OwnedTensor router_logits, topk_weights, topk_ids, moe_hidden;
+  OwnedTensor moe_offsets, moe_sorted_pairs, moe_pair_rows, moe_permute_scratch;
+  OwnedTensor moe_xs, moe_hs, moe_ys;
   OwnedTensor decode_attention;  // f32 scratch of attention_decode
+
+  // Whether a step of n tokens runs the grouped MoE path.
+  bool moe_grouped(int n) const { return moe_xs.view().ndim != 0 && n > moe_gemv_max_tokens; }
 };
 
 // One step of one sequence: n new tokens at positions [start, start + n), all tensors on the

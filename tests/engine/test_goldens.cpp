@@ -119,11 +119,8 @@ TEST_P(Goldens, CpuMatchesTransformersInFp32) {
   }
 }
 
-TEST_P(Goldens, CudaMatchesTransformersInBf16) {
-  BRAID_REQUIRE_CUDA();
-  const Golden g = load_golden(GetParam());
-  engine::EngineOptions o;
-  o.device = Device::cuda();
+// The bf16 engine on CUDA against transformers (see the tolerances below).
+void expect_bf16_matches(const Golden& g, const engine::EngineOptions& o) {
   engine::Engine eng(g.dir.string(), o);
   // bf16 tolerance, set by how far transformers' own bf16 model lands from fp32 on this
   // checkpoint (MoE routing in bf16 can flip an expert, which moves a whole row): ours may be at
@@ -137,8 +134,8 @@ TEST_P(Goldens, CudaMatchesTransformersInBf16) {
   for (size_t r = 0; r < g.prompt.size(); ++r)
     worst = std::max(worst, rel_error(row(logits, r, g.V), row(g.prefill, r, g.V)));
   EXPECT_LE(worst, row_tol) << g.name << " worst prefill row";
-  RecordProperty("prefill_rel_error", std::to_string(prefill_err));
-  RecordProperty("transformers_bf16_prefill_rel_error", std::to_string(hf.all));
+  ::testing::Test::RecordProperty("prefill_rel_error", std::to_string(prefill_err));
+  ::testing::Test::RecordProperty("transformers_bf16_prefill_rel_error", std::to_string(hf.all));
   // Teacher forcing with the fp32 tokens: the bf16 engine's choice must agree wherever the
   // reference's top-two gap is clear of bf16 noise.
   eng.reset();
@@ -154,11 +151,32 @@ TEST_P(Goldens, CudaMatchesTransformersInBf16) {
     }
     if (i + 1 < g.tokens.size()) step_logits = eng.step({g.tokens[i]});
   }
-  RecordProperty("tokens_compared", compared);
-  RecordProperty("worst_row_rel_error", std::to_string(worst));
+  ::testing::Test::RecordProperty("tokens_compared", compared);
+  ::testing::Test::RecordProperty("worst_row_rel_error", std::to_string(worst));
   std::printf("%s: bf16 prefill rel error %.4f (transformers bf16 %.4f), worst row %.4f "
               "(transformers %.4f, tolerance %.4f), %d clear greedy steps compared\n",
               g.name.c_str(), prefill_err, hf.all, worst, hf.worst_row, row_tol, compared);
+}
+
+TEST_P(Goldens, CudaMatchesTransformersInBf16) {
+  BRAID_REQUIRE_CUDA();
+  engine::EngineOptions o;
+  o.device = Device::cuda();
+  expect_bf16_matches(load_golden(GetParam()), o);
+}
+
+// The golden prompts are shorter than the steps that take the grouped MoE path by default: this
+// runs every step of the MoE families through it (permute, grouped GEMMs, combine).
+TEST_P(Goldens, CudaGroupedMoeMatchesTransformersInBf16) {
+  BRAID_REQUIRE_CUDA();
+  const Golden g = load_golden(GetParam());
+  const std::string arch = g.j["architecture"].get<std::string>();
+  if (arch != "Qwen3MoeForCausalLM" && arch != "MixtralForCausalLM")
+    GTEST_SKIP() << g.name << " has no MoE layers";
+  engine::EngineOptions o;
+  o.device = Device::cuda();
+  o.moe_gemv_max_tokens = 0;
+  expect_bf16_matches(g, o);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, Goldens, ::testing::ValuesIn(golden_names()),
@@ -212,7 +230,7 @@ TEST(EmbeddedModel, CudaGreedyAgreesWhereTheReferenceIsClear) {
       }
     }
   }
-  RecordProperty("tokens_compared", compared);
+  ::testing::Test::RecordProperty("tokens_compared", compared);
   EXPECT_GE(compared, steps / 2);  // the criterion must leave most steps checked
 }
 

@@ -25,6 +25,8 @@ void moe_route_grouped(const Tensor& logits, const Tensor& bias, int n_group, in
 void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
                  const Tensor& gate_up, const Tensor& down, const Tensor& workspace,
                  const Tensor& out);
+void moe_grouped_gemm(const Tensor& x, const Tensor& w, const Tensor& expert_offsets,
+                      ops::MoeActivation activation, const Tensor& y);
 void moe_permute(const Tensor& topk_ids, int num_experts, const Tensor& expert_offsets,
                  const Tensor& sorted_pairs, const Tensor& pair_rows);
 void moe_gather(const Tensor& x, const Tensor& sorted_pairs, int k, const Tensor& xs);

@@ -1,6 +1,7 @@
 // Reference mixture-of-experts ops (see ops.h): the router's softmax and top-k, and the experts'
-// SwiGLU MLPs combined with the routing weights. Plain loops; dot products in fp64, rounded where
-// the contract rounds.
+// SwiGLU MLPs (whole, moe_experts; or as the grouped GEMMs of a permuted batch, moe_grouped_gemm)
+// combined with the routing weights. Plain loops; dot products in fp64, rounded where the contract
+// rounds.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -129,6 +130,38 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
         acc += static_cast<double>(topk_weights.ptr<float>()[t * k + j]) * y;
       }
       store_from_float(out.at(t * out.row_stride()), dt, n, static_cast<float>(acc));
+    }
+  }
+}
+
+// Weight row by weight row, so each is converted once and applied to all of its expert's rows.
+void moe_grouped_gemm(const Tensor& x, const Tensor& w, const Tensor& expert_offsets,
+                      ops::MoeActivation activation, const Tensor& y) {
+  const int64_t k = x.shape[1], experts = w.shape[0], w_rows = w.shape[1];
+  const bool swiglu = activation == ops::MoeActivation::swiglu;
+  const int64_t out_cols = swiglu ? w_rows / 2 : w_rows;
+  const DType dt = x.dtype;
+  const int32_t* offsets = expert_offsets.ptr<int32_t>();
+  std::vector<float> wa(static_cast<size_t>(k)), wb(static_cast<size_t>(k));
+  std::vector<float> xs;
+  for (int64_t e = 0; e < experts; ++e) {
+    const int64_t r0 = offsets[e], rows = offsets[e + 1] - r0;
+    xs.resize(static_cast<size_t>(rows * k));
+    for (int64_t r = 0; r < rows; ++r)
+      row_to_floats(x.data, dt, (r0 + r) * x.row_stride(), k, xs.data() + r * k);
+    for (int64_t n = 0; n < out_cols; ++n) {
+      row_to_floats(w.data, dt, (e * w_rows + n) * k, k, wa.data());
+      if (swiglu) row_to_floats(w.data, dt, (e * w_rows + out_cols + n) * k, k, wb.data());
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* xr = xs.data() + r * k;
+        float v = static_cast<float>(dot(wa.data(), xr, k));
+        if (swiglu) {
+          // g and u rounded as a gemm's outputs would be; silu(g) * u in fp32, rounded once.
+          const float g = quantize(dt, v), u = quantize(dt, static_cast<float>(dot(wb.data(), xr, k)));
+          v = g / (1.0f + std::exp(-g)) * u;
+        }
+        store_from_float(y.at((r0 + r) * y.row_stride()), dt, n, v);
+      }
     }
   }
 }

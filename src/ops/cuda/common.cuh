@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "braid/dtype.h"
 
@@ -23,6 +24,32 @@ template <> __device__ __forceinline__ float from_float<float>(float v) { return
 template <> __device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
 template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
+}
+
+// Two floats as one register of two T (low half = first: the mma operand packing, and two
+// consecutive columns in memory).
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  } else {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+}
+
+// SwiGLU with the rounding of a gemm followed by silu_mul: g and u rounded to T, then
+// silu(g) * u in fp32 (expf: __expf loses accuracy for large |g|); the caller rounds the result.
+template <typename T>
+__device__ __forceinline__ float swiglu_rounded(float g, float u) {
+  const float gr = to_float(from_float<T>(g)), ur = to_float(from_float<T>(u));
+  return gr / (1.0f + expf(-gr)) * ur;
+}
+
+// The shared-state-space address of a pointer into shared memory (for PTX operands).
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
 // 16 bytes of T, for vectorised global loads and stores.

@@ -44,6 +44,8 @@ void moe_route_grouped(const Tensor& logits, const Tensor& bias, int n_group, in
 void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
                  const Tensor& gate_up, const Tensor& down, const Tensor& workspace,
                  const Tensor& out, Stream stream);
+void moe_grouped_gemm(const Tensor& x, const Tensor& w, const Tensor& expert_offsets,
+                      ops::MoeActivation activation, const Tensor& y, Stream stream);
 void moe_permute(const Tensor& topk_ids, int num_experts, const Tensor& expert_offsets,
                  const Tensor& sorted_pairs, const Tensor& pair_rows, const Tensor& workspace,
                  Stream stream);

@@ -13,6 +13,7 @@
 #include "ops/cuda/attention/flash_prefill.h"
 #include "ops/cuda/attention/flash_prefill_sm90.cuh"
 #include "ops/cuda/attention/flash_prefill_ws.cuh"
+#include "ops/cuda/launch_util.h"
 #include "ops/cuda/tma_map.h"
 
 namespace braid::cuda::flash {
@@ -23,14 +24,6 @@ inline void check_grid(const Params& p, int64_t batch, int64_t m_blocks) {
     check::fail(ErrorKind::unsupported, "attention_prefill", "q",
                 "at most 65535 sequences and 65535 heads",
                 std::to_string(batch) + " sequences, " + std::to_string(p.q_heads) + " heads");
-}
-
-// Past 48 KB of dynamic shared memory a kernel must opt in; callers do it once per kernel, through
-// a function-local static.
-template <typename Kernel>
-bool opt_in(Kernel* kernel, int smem) {
-  BRAID_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  return true;
 }
 
 // One launch of `kernel` over (query tiles of block_m rows, heads, sequences).
@@ -60,16 +53,6 @@ void launch_sm90(const Params& p, int64_t batch, int64_t max_q, cudaStream_t str
   (void)opted_in;
   launch_kernel(sm90::flash_prefill_sm90_kernel<T, D, kPaged>, kSmem, 128 * sm90::kWG,
                 64 * sm90::kWG, p, batch, max_q, stream);
-}
-
-inline int sm_count() {
-  static const int n = [] {
-    int dev = 0, count = 0;
-    BRAID_CUDA_CHECK(cudaGetDevice(&dev));
-    BRAID_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev));
-    return count;
-  }();
-  return n;
 }
 
 inline bool persistent_flash() {
@@ -122,20 +105,11 @@ inline bool use_ws() {
 // The wgmma kernel on compute capability 9.0 (the build targets sm_90a), unless
 // BRAID_FLASH_SM90=0 asks for the mma.sync kernel (the fallback elsewhere; kept for comparison).
 inline bool use_sm90() {
-#ifndef BRAID_HAS_SM90A
-  return false;  // no sm_90a code in this build
-#else
   static const bool use = [] {
     const char* e = std::getenv("BRAID_FLASH_SM90");
-    if (e && std::string(e) == "0") return false;
-    int dev = 0, major = 0, minor = 0;
-    BRAID_CUDA_CHECK(cudaGetDevice(&dev));
-    BRAID_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    BRAID_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-    return major == 9 && minor == 0;
+    return !(e && std::string(e) == "0") && device_runs_sm90a();
   }();
   return use;
-#endif
 }
 
 // Which kernel: on compute capability 9.0 the warp-specialised TMA kernel for contiguous K/V that

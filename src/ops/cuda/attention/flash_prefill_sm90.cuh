@@ -15,7 +15,7 @@
 #pragma once
 
 #include "ops/cuda/attention/flash_prefill.cuh"
-#include "ops/cuda/attention/wgmma_ops.cuh"
+#include "ops/cuda/wgmma.cuh"
 
 namespace braid::cuda::flash::sm90 {
 
@@ -33,31 +33,6 @@ constexpr int tile_n() {
 template <int kRows>
 __device__ __forceinline__ uint32_t sw128(int r, int c8) {
   return static_cast<uint32_t>((c8 / 8) * kRows * 128 + r * 128 + (((c8 % 8) ^ (r & 7)) * 16));
-}
-
-// A wgmma shared-memory descriptor, 128-byte swizzle; lbo/sbo in bytes.
-__device__ __forceinline__ uint64_t descriptor(uint32_t addr, uint32_t lbo, uint32_t sbo) {
-  return (uint64_t{(addr >> 4) & 0x3fffu}) | (uint64_t{(lbo >> 4) & 0x3fffu} << 16) |
-         (uint64_t{(sbo >> 4) & 0x3fffu} << 32) | (uint64_t{1} << 62);
-}
-
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-// Waits until at most N of this warpgroup's committed wgmma groups are still running.
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-__device__ __forceinline__ void wgmma_wait_all() { wgmma_wait<0>(); }
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-
-// Pins accumulator registers at this point of the program: the compiler sees wgmma's outputs as
-// ready when its asm statement ends, not at the wait, so without this it may read or write them
-// while the asynchronous product is still in flight.
-template <int N>
-__device__ __forceinline__ void fence_registers(float (&r)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
 
 template <int D, int kRows, int kThreads, typename RowPtr>
