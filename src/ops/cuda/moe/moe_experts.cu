@@ -1,0 +1,764 @@
+// moe_experts on CUDA: a decode-sized MoE layer (a few tokens, k experts each) as two launches
+// that read every chosen expert's weights from DRAM once.
+//
+// Why this shape. At decode the layer is a pure weight stream: Qwen3-30B-A3B at one token reads
+// 8 experts x 3 x 2048 x 768 bf16 = 75.5 MB and does almost no arithmetic, so the kernels are
+// judged by how close they get to the DRAM bandwidth. That takes (a) every byte of a chosen expert
+// read once, whatever number of the tokens chose it, (b) enough 16-byte loads in flight on every
+// SM (Little's law: ~3 TB/s x ~1 us loaded latency is ~3 MB across 132 SMs, so tens of KB per
+// SM), and (c) no serial chain of dependent loads per warp. The previous kernels had a block per
+// (token, expert) pair, so tokens sharing an expert each re-read it, and at one token they had
+// one 16-byte load per row per loop trip in flight (two rows per warp; 1024 warps in the down
+// kernel, each walking its k experts one after the other).
+//
+// Both kernels put weights on the tensor cores' M side and tokens on N (mma.sync m16n8k16, fp32
+// accumulation; f32 data takes a CUDA-core path with the same fragment layout): a warp streams a
+// 16-row tile of weights with 16-byte loads, 2 x kUnroll per lane in flight, and one load of a
+// weight row serves up to 8 (or 16, two n-tiles) tokens at no extra cost. Each lane loads 16
+// contiguous bytes of its rows g and g + 8 and of its token g; the first and second halves feed
+// two mmas (the k order inside one mma is free as long as A and B agree), so there are no
+// shuffles or shared-memory staging between the loads and the mma. The expert a block works on
+// is found on the device from topk_ids (a bitmap of the experts in use in shared memory; the
+// s-th set bit is the s-th work slot), so nothing is synchronised with the host and the launch
+// shape depends only on the tensor shapes (graph-capturable).
+//
+// 1. gate_up: one block per (8 intermediate rows, active expert): its tile is those 8 gate rows
+//    and the 8 up rows with the same indices, so each lane ends up holding g and u of the same
+//    (row, token) and the SwiGLU needs no data movement. The 8 warps split H (the gemv kernel
+//    found one 16-row tile per block with split k fastest on H100), add their partials in a
+//    fixed order in shared memory and round g, u and h as the contract says. Work items are
+//    numbered chunk-major, so the blocks that find no expert (the grid assumes min(T*k, E)
+//    distinct experts) have the highest indices and run after all the real work, in the tail.
+//    Qwen3 at T = 1: 96 x 8 = 768 blocks of 64 KB each; ~3 resident per SM, each warp with
+//    4 KB in flight: ~96 KB outstanding per SM.
+// 2. down: one block per 16 rows of H (and per batch of up to 256 (token, expert) pairs), over
+//    all the experts in use: its 16 warps take (expert, slice of I) items, so each down row of
+//    each active expert is read once, and write y per (pair, row) to shared memory; the block
+//    then combines each token's k outputs in j order (deterministic, no atomics). The I split
+//    (ksplit) depends only on k, E and I, never on T, so a token's sums are taken in the same
+//    order at any batch size. Qwen3 at T = 1: 128 blocks x 16 warps x 4 KB in flight = 64 KB
+//    per SM (one 512-thread block of 126 registers fills an SM's register file).
+//
+// Both launches are programmatic dependents (PDL) of the kernel before them, to hide the gap
+// between kernels. gate_up touches no global memory before griddepcontrol.wait, then lets the
+// down kernel launch; down's blocks start as gate_up's last blocks drain, find their experts
+// (topk_ids is complete by then) and ask L2 for their down rows (one bulk prefetch per expert;
+// gate_up's weight loads are marked evict-first so they do not push those out) before waiting
+// for h. That gives DRAM down's reads during gate_up's tail instead of leaving it idle. These are
+// kProgrammaticGateUp / kProgrammaticDown / kPrefetchDownRows below, to compare on the GPU.
+//
+// Large T stays correct but is not what this is for: gate_up re-reads an expert's tile once per
+// 8 or 16 of its tokens, and down re-reads its rows once per 256-pair batch (batches of the same
+// rows run side by side, so mostly from L2). The grouped-GEMM path is the one for prefill.
+#include <climits>
+#include <cstdint>
+#include <type_traits>
+
+#include "core/cuda_check.h"
+#include "ops/cuda/common.cuh"
+#include "ops/cuda/cuda_ops.h"
+
+namespace braid::cuda {
+
+namespace {
+
+constexpr unsigned kFull = 0xffffffffu;
+constexpr int kTileRows = 16;          // weight rows per warp tile (the mma's M)
+constexpr int kStepCols = 32;          // columns per mma step: 4 lanes x 8 elements
+constexpr int kUnroll = 4;             // mma steps in flight per warp (2 weight loads each)
+constexpr int kUnrollF32 = 2;          // 16-column steps in flight on the f32 path
+constexpr int kMaxTilePairs = 16;      // tokens per tile: two n8 tiles
+constexpr int kGateUpRows = 8;         // intermediate rows per gate_up block (8 gate + 8 up)
+constexpr int kGateUpWarps = 8;
+constexpr int kGateUpListCap = 256;    // pairs of one expert collected at a time
+constexpr int kDownWarps = 16;
+constexpr int kDownBatchPairs = 256;   // (token, expert) pairs per down block
+constexpr int kDownMaxPartials = 512;  // ksplit x batch pairs (16 floats each in shared memory)
+// Launch-overlap choices, in one place so that they can be compared on the GPU (not measured
+// when written; see the header): each kernel launched as a programmatic dependent of the kernel
+// before it, and the down kernel's L2 prefetch of its rows before it waits for gate_up.
+constexpr bool kProgrammaticGateUp = true;
+constexpr bool kProgrammaticDown = true;
+constexpr bool kPrefetchDownRows = true;
+
+struct ExpertArgs {
+  const void* x;
+  const float* weights;
+  const int32_t* ids;
+  const void* gate_up;
+  const void* down;
+  float* workspace;
+  void* out;
+  int64_t x_stride, out_stride;
+  int64_t tokens;
+  int hidden, inter, experts, k;
+  int bitmap_words;   // (experts + 31) / 32
+  int gate_up_slots;  // min(tokens * k, experts): the most experts a routing can use
+  int batch_tokens;   // down: tokens per block
+  int ksplit;         // down: slices of I per expert
+};
+
+// ---- loads -----------------------------------------------------------------------------------
+
+__device__ __forceinline__ uint64_t evict_first_policy() {
+  uint64_t p;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+
+// 16 bytes of weights, read once: not kept in L1, first to leave L2, 256-byte L2 prefetch.
+// Predicated off (zeros, no access) when !pred.
+__device__ __forceinline__ uint4 stream16(const void* p, bool pred, uint64_t policy) {
+  uint4 v;
+  asm(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n"
+      " mov.b32 %0, 0; mov.b32 %1, 0; mov.b32 %2, 0; mov.b32 %3, 0;\n"
+      " @p ld.global.nc.L1::no_allocate.L2::cache_hint.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4], %6;\n}"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p), "r"(static_cast<int>(pred)), "l"(policy));
+  return v;
+}
+
+// 16 bytes of activations (x, or h): read by every warp of the block, so through L1. A plain
+// (coherent) load: h was written by the previous grid, which the down kernel may overlap.
+__device__ __forceinline__ uint4 cached16(const void* p, bool pred) {
+  uint4 v;
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n"
+      " mov.b32 %0, 0; mov.b32 %1, 0; mov.b32 %2, 0; mov.b32 %3, 0;\n"
+      " @p ld.global.v4.u32 {%0, %1, %2, %3}, [%4];\n}"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p), "r"(static_cast<int>(pred)));
+  return v;
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t bits16(T v) {
+  if constexpr (std::is_same_v<T, __half>)
+    return __half_as_ushort(v);
+  else
+    return __bfloat16_as_ushort(v);
+}
+
+// Two floats as a packed pair of T (lo in the low half). Exact for h, which is T-rounded.
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __half>) {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  } else {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+}
+
+// Elements [c, c + 8) of a 16-bit row, zeros past `limit` or when !pred. kVec: one 16-byte load
+// (c a multiple of 8 and the row 16-byte aligned, so a chunk is all in or all out).
+template <typename T, bool kVec, bool kStream>
+__device__ __forceinline__ uint4 load8(const T* row, int c, int limit, bool pred, uint64_t policy) {
+  if constexpr (kVec) {
+    return kStream ? stream16(row + c, pred, policy) : cached16(row + c, pred);
+  } else {
+    uint32_t e[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) e[i] = pred && c + i < limit ? bits16(row[c + i]) : 0u;
+    return make_uint4(e[0] | e[1] << 16, e[2] | e[3] << 16, e[4] | e[5] << 16, e[6] | e[7] << 16);
+  }
+}
+
+// Elements [c, c + 8) of an f32 row (h) as four packed pairs of T.
+template <typename T, bool kVec>
+__device__ __forceinline__ uint4 load8_packed(const float* row, int c, int limit, bool pred) {
+  float f[8];
+  if constexpr (kVec) {
+    const uint4 a = cached16(row + c, pred), b = cached16(row + c + 4, pred);
+    f[0] = __uint_as_float(a.x), f[1] = __uint_as_float(a.y), f[2] = __uint_as_float(a.z);
+    f[3] = __uint_as_float(a.w), f[4] = __uint_as_float(b.x), f[5] = __uint_as_float(b.y);
+    f[6] = __uint_as_float(b.z), f[7] = __uint_as_float(b.w);
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) f[i] = pred && c + i < limit ? row[c + i] : 0.0f;
+  }
+  return make_uint4(pack2<T>(f[0], f[1]), pack2<T>(f[2], f[3]), pack2<T>(f[4], f[5]),
+                    pack2<T>(f[6], f[7]));
+}
+
+// Elements [c, c + 4) of an f32 row.
+template <bool kVec, bool kStream>
+__device__ __forceinline__ float4 load4(const float* row, int c, int limit, bool pred,
+                                        uint64_t policy) {
+  if constexpr (kVec) {
+    const uint4 v = kStream ? stream16(row + c, pred, policy) : cached16(row + c, pred);
+    return make_float4(__uint_as_float(v.x), __uint_as_float(v.y), __uint_as_float(v.z),
+                       __uint_as_float(v.w));
+  } else {
+    float f[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) f[i] = pred && c + i < limit ? row[c + i] : 0.0f;
+    return make_float4(f[0], f[1], f[2], f[3]);
+  }
+}
+
+// ---- one warp's tile: C[16 rows][8 * NT tokens] = A[16 rows][k0, k1) . B[tokens][k0, k1)^T ----
+//
+// A's row g is a_lo (lane g = lane / 4), row g + 8 a_hi; B's token n is b_rows[n] (shared memory,
+// n < nb). On return lane (g, t = lane % 4) holds, for each n-tile nt,
+//   c[nt] = {C[g][8nt + 2t], C[g][8nt + 2t + 1], C[g + 8][8nt + 2t], C[g + 8][8nt + 2t + 1]}
+// (the mma accumulator layout), added to what c held.
+
+template <typename T>
+__device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  } else {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+}
+
+// f16/bf16 weights on the tensor cores. Lane (g, t) loads columns [c, c + 8), c = 32 s + 8 t, of
+// A rows g and g + 8 and of token g (and g + 8 for the second n-tile): elements 0-3 are the first
+// mma's logical k {2t, 2t+1, 2t+8, 2t+9}, elements 4-7 the second's. B is x (TB = T) or h (f32,
+// packed to T exactly).
+template <typename T, typename TB, int NT, bool kVec>
+__device__ __forceinline__ void warp_tile_mma(const T* a_lo, bool lo_ok, const T* a_hi, bool hi_ok,
+                                              const TB* const* b_rows, int nb, int k0, int k1,
+                                              uint64_t policy, float (&c)[NT][4]) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const TB* b[NT];
+  bool b_ok[NT];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    b_ok[nt] = g + 8 * nt < nb;
+    b[nt] = b_ok[nt] ? b_rows[g + 8 * nt] : nullptr;
+  }
+  // Scalar loads (unaligned rows) are 8 per 16 bytes: fewer steps at once keep them in registers.
+  constexpr int U = kVec ? kUnroll : 1;
+  for (int base = k0; base < k1; base += U * kStepCols) {
+    // The weight loads (DRAM) of all U steps first; the activations (L1/L2) step by step.
+    uint4 wl[U], wh[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int col = base + u * kStepCols + t * 8;
+      const bool in = col < k1;
+      wl[u] = load8<T, kVec, true>(a_lo, col, k1, in && lo_ok, policy);
+      wh[u] = load8<T, kVec, true>(a_hi, col, k1, in && hi_ok, policy);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int col = base + u * kStepCols + t * 8;
+      const bool in = col < k1;
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        uint4 xb;
+        if constexpr (std::is_same_v<TB, float>)
+          xb = load8_packed<T, kVec>(b[nt], col, k1, in && b_ok[nt]);
+        else
+          xb = load8<T, kVec, false>(b[nt], col, k1, in && b_ok[nt], policy);
+        mma16816<T>(c[nt], wl[u].x, wh[u].x, wl[u].y, wh[u].y, xb.x, xb.y);
+        mma16816<T>(c[nt], wl[u].z, wh[u].z, wl[u].w, wh[u].w, xb.z, xb.w);
+      }
+    }
+  }
+}
+
+// f32 on the CUDA cores (tf32 would not meet f32's accuracy), same result layout: lane (g, t)
+// takes columns 16 s + 4 t of rows g and g + 8 against every token, then the 4 lanes of a
+// quad add up their column subsets and keep their own two tokens per n-tile.
+template <int NT, bool kVec>
+__device__ __forceinline__ void warp_tile_f32(const float* a_lo, bool lo_ok, const float* a_hi,
+                                              bool hi_ok, const float* const* b_rows, int nb,
+                                              int k0, int k1, uint64_t policy, float (&c)[NT][4]) {
+  constexpr int N = 8 * NT;
+  const int t = threadIdx.x & 3;
+  float lo_acc[N], hi_acc[N];
+#pragma unroll
+  for (int n = 0; n < N; ++n) lo_acc[n] = hi_acc[n] = 0.0f;
+  constexpr int U = kVec ? kUnrollF32 : 1;
+  for (int base = k0; base < k1; base += U * 16) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int col = base + u * 16 + t * 4;
+      const bool in = col < k1;
+      const float4 lo = load4<kVec, true>(a_lo, col, k1, in && lo_ok, policy);
+      const float4 hi = load4<kVec, true>(a_hi, col, k1, in && hi_ok, policy);
+#pragma unroll
+      for (int n = 0; n < N; ++n) {
+        if (n < nb) {
+          const float4 x = load4<kVec, false>(b_rows[n], col, k1, in, policy);
+          lo_acc[n] = fmaf(lo.x, x.x, fmaf(lo.y, x.y, fmaf(lo.z, x.z, fmaf(lo.w, x.w, lo_acc[n]))));
+          hi_acc[n] = fmaf(hi.x, x.x, fmaf(hi.y, x.y, fmaf(hi.z, x.z, fmaf(hi.w, x.w, hi_acc[n]))));
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int n = 0; n < N; ++n) {
+    lo_acc[n] += __shfl_xor_sync(kFull, lo_acc[n], 1);
+    lo_acc[n] += __shfl_xor_sync(kFull, lo_acc[n], 2);
+    hi_acc[n] += __shfl_xor_sync(kFull, hi_acc[n], 1);
+    hi_acc[n] += __shfl_xor_sync(kFull, hi_acc[n], 2);
+  }
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      if (t == q) {
+        c[nt][0] += lo_acc[8 * nt + 2 * q];
+        c[nt][1] += lo_acc[8 * nt + 2 * q + 1];
+        c[nt][2] += hi_acc[8 * nt + 2 * q];
+        c[nt][3] += hi_acc[8 * nt + 2 * q + 1];
+      }
+    }
+  }
+}
+
+template <typename T, typename TB, int NT, bool kVec>
+__device__ __forceinline__ void warp_tile(const T* a_lo, bool lo_ok, const T* a_hi, bool hi_ok,
+                                          const TB* const* b_rows, int nb, int k0, int k1,
+                                          uint64_t policy, float (&c)[NT][4]) {
+  if constexpr (std::is_same_v<T, float>)
+    warp_tile_f32<NT, kVec>(a_lo, lo_ok, a_hi, hi_ok, b_rows, nb, k0, k1, policy, c);
+  else
+    warp_tile_mma<T, TB, NT, kVec>(a_lo, lo_ok, a_hi, hi_ok, b_rows, nb, k0, k1, policy, c);
+}
+
+// ---- expert bitmaps --------------------------------------------------------------------------
+
+// Sets bit e of `bitmap` for each valid id among ids[0, n) (the block's threads in parallel).
+__device__ __forceinline__ void mark_experts(uint32_t* bitmap, const int32_t* ids, int64_t n,
+                                             int experts) {
+  for (int64_t p = threadIdx.x; p < n; p += blockDim.x) {
+    const int e = ids[p];
+    if (e >= 0 && e < experts) atomicOr(&bitmap[e >> 5], 1u << (e & 31));
+  }
+}
+
+// Inclusive prefix sum over the warp's lanes.
+__device__ __forceinline__ int warp_inclusive_scan(int v) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int u = __shfl_up_sync(kFull, v, o);
+    if (lane >= o) v += u;
+  }
+  return v;
+}
+
+// The index of the slot-th set bit of the bitmap (counting from 0 at the lowest), or -1 when
+// fewer bits are set. Called by a whole warp; every lane gets the answer.
+__device__ int nth_set_bit(const uint32_t* bitmap, int words, int slot) {
+  const int lane = threadIdx.x & 31;
+  int before = 0;
+  for (int w0 = 0; w0 < words; w0 += 32) {
+    const uint32_t word = w0 + lane < words ? bitmap[w0 + lane] : 0u;
+    const int count = __popc(word);
+    const int incl = warp_inclusive_scan(count);
+    const int total = __shfl_sync(kFull, incl, 31);
+    if (slot < before + total) {  // warp-uniform
+      const int target = slot - before - (incl - count);
+      const bool mine = target >= 0 && target < count;
+      int bit = -1;
+      if (mine) {
+        uint32_t rest = word;
+        for (int i = 0; i < target; ++i) rest &= rest - 1;
+        bit = (w0 + lane) * 32 + __ffs(static_cast<int>(rest)) - 1;
+      }
+      return __shfl_sync(kFull, bit, __ffs(static_cast<int>(__ballot_sync(kFull, mine))) - 1);
+    }
+    before += total;
+  }
+  return -1;
+}
+
+// Writes the set bits in ascending order to list[0, n) and returns n; a whole warp calls it.
+__device__ int list_set_bits(const uint32_t* bitmap, int words, int* list) {
+  const int lane = threadIdx.x & 31;
+  int before = 0;
+  for (int w0 = 0; w0 < words; w0 += 32) {
+    uint32_t word = w0 + lane < words ? bitmap[w0 + lane] : 0u;
+    const int count = __popc(word);
+    const int incl = warp_inclusive_scan(count);
+    int at = before + incl - count;
+    while (word) {
+      list[at++] = (w0 + lane) * 32 + __ffs(static_cast<int>(word)) - 1;
+      word &= word - 1;
+    }
+    before += __shfl_sync(kFull, incl, 31);
+  }
+  return before;
+}
+
+__device__ __forceinline__ int popc_below_lane(unsigned mask) {
+  return __popc(mask & ((1u << (threadIdx.x & 31)) - 1u));
+}
+
+// ---- kernel 1: gate_up -----------------------------------------------------------------------
+
+// The pairs p < n with ids[p] == e, in order: those of rank [from, from + cap) go to list, the
+// total is returned (to every thread). The whole block calls it; ends with a barrier.
+__device__ int64_t collect_pairs(const int32_t* ids, int64_t n, int e, int64_t from, int* list,
+                                 int* warp_counts) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  int64_t total = 0;
+  for (int64_t base = 0; base < n; base += blockDim.x) {
+    const int64_t p = base + threadIdx.x;
+    const bool match = p < n && ids[p] == e;
+    const unsigned m = __ballot_sync(kFull, match);
+    if (lane == 0) warp_counts[warp] = __popc(m);
+    __syncthreads();
+    int64_t rank = total + popc_below_lane(m);
+    int all = 0;
+    for (int w = 0; w < warps; ++w) {
+      const int cw = warp_counts[w];
+      if (w < warp) rank += cw;
+      all += cw;
+    }
+    if (match && rank >= from && rank < from + kGateUpListCap) list[rank - from] = static_cast<int>(p);
+    total += all;
+    __syncthreads();  // warp_counts is rewritten next round; list is complete at the end
+  }
+  return total;
+}
+
+// 3 blocks (24 warps) per SM; 2 for f32, whose CUDA-core tile holds 32 sums per lane.
+template <typename T, int NT, bool kVec>
+__global__ void __launch_bounds__(kGateUpWarps * 32, std::is_same_v<T, float> ? 2 : 3)
+    moe_gate_up_kernel(const ExpertArgs a) {
+  constexpr int kChunk = 8 * NT;
+  extern __shared__ uint32_t bitmap[];  // a.bitmap_words
+  __shared__ float partial[kGateUpWarps][kMaxTilePairs][kTileRows];
+  __shared__ int pair_list[kGateUpListCap];
+  __shared__ const T* x_rows[kMaxTilePairs];
+  __shared__ int warp_counts[kGateUpWarps];
+  __shared__ int s_expert;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+  const int64_t pairs = a.tokens * a.k;
+  const int chunks = (a.inter + kGateUpRows - 1) / kGateUpRows;
+
+  for (int w = tid; w < a.bitmap_words; w += blockDim.x) bitmap[w] = 0u;
+  // Launched as a programmatic dependent, the block may start before the kernel before it has
+  // finished: no global memory is touched (read or written) before this wait.
+  if constexpr (kProgrammaticGateUp) asm volatile("griddepcontrol.wait;" ::: "memory");
+  // The down kernel's blocks may be scheduled from now on (they wait for this grid's results;
+  // before that they only read topk_ids, complete now).
+  if constexpr (kProgrammaticDown) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  __syncthreads();
+  mark_experts(bitmap, a.ids, pairs, a.experts);
+  // A pair with a bad id gets a zero h row (block c zeroes rows of chunk c); kernel 2 skips it.
+  if (blockIdx.x < static_cast<unsigned>(chunks)) {
+    const int r0 = static_cast<int>(blockIdx.x) * kGateUpRows;
+    for (int64_t p = tid; p < pairs; p += blockDim.x) {
+      const int e = a.ids[p];
+      if (e < 0 || e >= a.experts)
+        for (int i = r0; i < min(r0 + kGateUpRows, a.inter); ++i) a.workspace[p * a.inter + i] = 0.0f;
+    }
+  }
+  __syncthreads();
+
+  const uint64_t policy = evict_first_policy();
+  // This warp's slice of H: whole 32-column steps, split evenly over the warps.
+  const int steps = (a.hidden + kStepCols - 1) / kStepCols;
+  const int slice = (steps + kGateUpWarps - 1) / kGateUpWarps * kStepCols;
+  const int k0 = min(a.hidden, warp * slice), k1 = min(a.hidden, k0 + slice);
+
+  // Items chunk-major: item = chunk * slots + slot. Slots past the experts in use find none.
+  const int64_t items = static_cast<int64_t>(chunks) * a.gate_up_slots;
+  for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
+    const int chunk = static_cast<int>(item / a.gate_up_slots);
+    const int slot = static_cast<int>(item % a.gate_up_slots);
+    __syncthreads();  // everyone has read the previous item's s_expert
+    if (warp == 0) {
+      const int e = nth_set_bit(bitmap, a.bitmap_words, slot);
+      if (lane == 0) s_expert = e;
+    }
+    __syncthreads();
+    const int e = s_expert;
+    if (e < 0) continue;  // block-uniform: no expert for this slot
+    const int i0 = chunk * kGateUpRows;
+    const T* expert = static_cast<const T*>(a.gate_up) + static_cast<int64_t>(e) * 2 * a.inter * a.hidden;
+    const bool row_ok = i0 + g < a.inter;
+    const T* gate_row = expert + static_cast<int64_t>(i0 + g) * a.hidden;
+    const T* up_row = expert + static_cast<int64_t>(a.inter + i0 + g) * a.hidden;
+
+    int64_t total = collect_pairs(a.ids, pairs, e, 0, pair_list, warp_counts);
+    for (int64_t from = 0; from < total; from += kGateUpListCap) {
+      if (from > 0) collect_pairs(a.ids, pairs, e, from, pair_list, warp_counts);
+      const int listed = static_cast<int>(total - from < kGateUpListCap ? total - from : kGateUpListCap);
+      for (int first = 0; first < listed; first += kChunk) {
+        const int nb = min(kChunk, listed - first);
+        if (tid < nb)
+          x_rows[tid] = static_cast<const T*>(a.x) + (pair_list[first + tid] / a.k) * a.x_stride;
+        __syncthreads();
+        float c[NT][4] = {};
+        warp_tile<T, T, NT, kVec>(gate_row, row_ok, up_row, row_ok, x_rows, nb, k0, k1, policy, c);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          const int n = 8 * nt + 2 * t;
+          partial[warp][n][g] = c[nt][0];
+          partial[warp][n + 1][g] = c[nt][1];
+          partial[warp][n][g + 8] = c[nt][2];
+          partial[warp][n + 1][g + 8] = c[nt][3];
+        }
+        __syncthreads();
+        if (tid < kGateUpRows * nb) {
+          const int i = tid % kGateUpRows, n = tid / kGateUpRows;
+          float gs = 0.0f, us = 0.0f;
+#pragma unroll
+          for (int w = 0; w < kGateUpWarps; ++w) {
+            gs += partial[w][n][i];
+            us += partial[w][n][i + 8];
+          }
+          if (i0 + i < a.inter) {
+            // g and u rounded as a gemm writes them; silu(g) * u in fp32 with expf, rounded once
+            // (silu_mul's arithmetic).
+            const float gr = to_float(from_float<T>(gs));
+            const float ur = to_float(from_float<T>(us));
+            a.workspace[static_cast<int64_t>(pair_list[first + n]) * a.inter + i0 + i] =
+                to_float(from_float<T>(gr / (1.0f + expf(-gr)) * ur));
+          }
+        }
+        __syncthreads();  // partial, x_rows and pair_list are rewritten next
+      }
+    }
+  }
+}
+
+// ---- kernel 2: down and combine --------------------------------------------------------------
+
+template <typename T, int NT, bool kVec>
+__global__ void __launch_bounds__(kDownWarps * 32, 1) moe_down_kernel(const ExpertArgs a) {
+  constexpr int kChunk = 8 * NT;
+  extern __shared__ uint32_t dyn[];  // bitmap (a.bitmap_words), then y partial sums
+  uint32_t* bitmap = dyn;
+  // y of batch pair p, I slice s, row r (of the block's 16) at partial[(s * pairs + p) * 16 + r]
+  float* partial = reinterpret_cast<float*>(dyn + a.bitmap_words);
+  __shared__ int expert_list[kDownBatchPairs];
+  __shared__ int16_t warp_pairs[kDownWarps][kDownBatchPairs];
+  __shared__ const float* h_rows[kDownWarps][kMaxTilePairs];
+  __shared__ int s_used;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+  const int64_t batches = (a.tokens + a.batch_tokens - 1) / a.batch_tokens;
+  const int row_blocks = (a.hidden + kTileRows - 1) / kTileRows;
+  const int steps = (a.inter + kStepCols - 1) / kStepCols;
+  const int slice = (steps + a.ksplit - 1) / a.ksplit * kStepCols;
+  const uint64_t policy = evict_first_policy();
+  bool waited = false;
+
+  // Batches along x: blocks side by side share down rows (from L2 when there are several).
+  for (int rb = blockIdx.y; rb < row_blocks; rb += gridDim.y) {
+    const int n0 = rb * kTileRows;
+    const int rows = min(kTileRows, a.hidden - n0);
+    for (int64_t batch = blockIdx.x; batch < batches; batch += gridDim.x) {
+      const int64_t t0 = batch * a.batch_tokens;
+      const int tokens = static_cast<int>(a.tokens - t0 < a.batch_tokens ? a.tokens - t0 : a.batch_tokens);
+      const int pairs = tokens * a.k;
+      const int64_t p0 = t0 * a.k;
+      const int32_t* ids = a.ids + p0;
+
+      for (int w = tid; w < a.bitmap_words; w += blockDim.x) bitmap[w] = 0u;
+      __syncthreads();
+      mark_experts(bitmap, ids, pairs, a.experts);
+      __syncthreads();
+      if (warp == 0) {
+        const int used = list_set_bits(bitmap, a.bitmap_words, expert_list);
+        if (lane == 0) s_used = used;
+      }
+      __syncthreads();
+      const int used = s_used;
+      if (kPrefetchDownRows && kVec && !waited) {
+        // Ask L2 for this block's rows of each expert in use (contiguous: rows n0.. of expert e)
+        // while gate_up is still finishing.
+        const uint32_t bytes = static_cast<uint32_t>(rows) * a.inter * sizeof(T);
+        for (int s = tid; s < used; s += blockDim.x) {
+          const T* p = static_cast<const T*>(a.down) +
+                       (static_cast<int64_t>(expert_list[s]) * a.hidden + n0) * a.inter;
+          asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+        }
+      }
+      if (!waited) {
+        // h (and, when out is x, the last reads of x) come from gate_up: wait for all of it.
+        if constexpr (kProgrammaticDown) asm volatile("griddepcontrol.wait;" ::: "memory");
+        waited = true;
+      }
+
+      const int items = used * a.ksplit;
+      for (int item = warp; item < items; item += kDownWarps) {
+        const int e = expert_list[item / a.ksplit];
+        const int part = item % a.ksplit;
+        const int k0 = min(a.inter, part * slice), k1 = min(a.inter, k0 + slice);
+        // This expert's pairs in the batch, in order.
+        int count = 0;
+        for (int base = 0; base < pairs; base += 32) {
+          const int p = base + lane;
+          const bool match = p < pairs && ids[p] == e;
+          const unsigned m = __ballot_sync(kFull, match);
+          if (match) warp_pairs[warp][count + popc_below_lane(m)] = static_cast<int16_t>(p);
+          count += __popc(m);
+        }
+        __syncwarp();
+        const T* expert = static_cast<const T*>(a.down) + static_cast<int64_t>(e) * a.hidden * a.inter;
+        const T* lo_row = expert + static_cast<int64_t>(n0 + g) * a.inter;
+        const T* hi_row = expert + static_cast<int64_t>(n0 + g + 8) * a.inter;
+        for (int first = 0; first < count; first += kChunk) {
+          const int nb = min(kChunk, count - first);
+          if (lane < nb) h_rows[warp][lane] = a.workspace + (p0 + warp_pairs[warp][first + lane]) * a.inter;
+          __syncwarp();
+          float c[NT][4] = {};
+          warp_tile<T, float, NT, kVec>(lo_row, g < rows, hi_row, g + 8 < rows, h_rows[warp], nb,
+                                        k0, k1, policy, c);
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+            for (int jj = 0; jj < 2; ++jj) {
+              const int n = 8 * nt + 2 * t + jj;
+              if (n < nb) {
+                float* y = partial + (static_cast<int64_t>(part) * pairs + warp_pairs[warp][first + n]) * kTileRows;
+                y[g] = c[nt][jj];
+                y[g + 8] = c[nt][2 + jj];
+              }
+            }
+          }
+          __syncwarp();  // h_rows is rewritten next
+        }
+      }
+      __syncthreads();
+
+      // out[t, n0 + r] = sum over j, in order, of w[t, j] * y_j[r]; bad ids add nothing.
+      for (int idx = tid; idx < tokens * kTileRows; idx += blockDim.x) {
+        const int tl = idx / kTileRows, r = idx % kTileRows;
+        if (r >= rows) continue;
+        float acc = 0.0f;
+        for (int j = 0; j < a.k; ++j) {
+          const int p = tl * a.k + j;
+          const int e = ids[p];
+          if (e < 0 || e >= a.experts) continue;
+          float y = 0.0f;
+          for (int s = 0; s < a.ksplit; ++s) y += partial[(s * pairs + p) * kTileRows + r];
+          acc = fmaf(a.weights[p0 + p], y, acc);
+        }
+        static_cast<T*>(a.out)[(t0 + tl) * a.out_stride + n0 + r] = from_float<T>(acc);
+      }
+      __syncthreads();  // the bitmap, lists and partials are rewritten for the next batch
+    }
+  }
+  // A block with no batch still has to wait, so that no write can precede gate_up's end.
+  if (!waited && kProgrammaticDown) asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+
+// Launches kernel(a), as a programmatic dependent of the stream's previous kernel when
+// `programmatic` (its blocks may start early and must griddepcontrol.wait before touching memory).
+template <typename Kernel>
+void launch_kernel(Kernel kernel, dim3 grid, unsigned threads, size_t smem, cudaStream_t s,
+                   bool programmatic, const ExpertArgs& a) {
+  if (smem > 36 * 1024)  // beyond what the default 48 KB leaves beside the static arrays (< 12 KB)
+    BRAID_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(smem)));
+  cudaLaunchAttribute pdl[1];
+  pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  pdl[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = dim3(threads);
+  config.dynamicSmemBytes = smem;
+  config.stream = s;
+  config.attrs = pdl;
+  config.numAttrs = programmatic ? 1 : 0;
+  BRAID_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, a));
+  BRAID_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T, int NT, bool kVecH, bool kVecI>
+void launch(const ExpertArgs& a, cudaStream_t s) {
+  const int chunks = (a.inter + kGateUpRows - 1) / kGateUpRows;
+  const int64_t items = static_cast<int64_t>(chunks) * a.gate_up_slots;
+  const unsigned grid1 = static_cast<unsigned>(items < INT_MAX ? items : INT_MAX);
+  const size_t smem1 = static_cast<size_t>(a.bitmap_words) * 4;
+  launch_kernel(moe_gate_up_kernel<T, NT, kVecH>, dim3(grid1), kGateUpWarps * 32, smem1, s,
+                kProgrammaticGateUp, a);
+
+  const int64_t batches = (a.tokens + a.batch_tokens - 1) / a.batch_tokens;
+  const int64_t row_blocks = (a.hidden + kTileRows - 1) / kTileRows;
+  const dim3 grid2(static_cast<unsigned>(batches < INT_MAX ? batches : INT_MAX),
+                   static_cast<unsigned>(row_blocks < 65535 ? row_blocks : 65535));
+  const int max_pairs = static_cast<int>(a.tokens < a.batch_tokens ? a.tokens : a.batch_tokens) * a.k;
+  const size_t smem2 = static_cast<size_t>(a.bitmap_words) * 4 +
+                       static_cast<size_t>(a.ksplit) * max_pairs * kTileRows * sizeof(float);
+  launch_kernel(moe_down_kernel<T, NT, kVecI>, grid2, kDownWarps * 32, smem2, s,
+                kProgrammaticDown, a);
+}
+
+}  // namespace
+
+void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
+                 const Tensor& gate_up, const Tensor& down, const Tensor& workspace,
+                 const Tensor& out, Stream stream) {
+  ExpertArgs a{};
+  a.x = x.data;
+  a.weights = topk_weights.ptr<float>();
+  a.ids = topk_ids.ptr<int32_t>();
+  a.gate_up = gate_up.data;
+  a.down = down.data;
+  a.workspace = workspace.ptr<float>();
+  a.out = out.data;
+  a.x_stride = x.row_stride();
+  a.out_stride = out.row_stride();
+  a.tokens = x.shape[0];
+  a.hidden = static_cast<int>(x.shape[1]);
+  a.inter = static_cast<int>(down.shape[2]);
+  a.experts = static_cast<int>(gate_up.shape[0]);
+  a.k = static_cast<int>(topk_ids.shape[1]);
+  a.bitmap_words = (a.experts + 31) / 32;
+  const int64_t pairs = a.tokens * a.k;
+  a.gate_up_slots = static_cast<int>(pairs < a.experts ? pairs : a.experts);
+  // Down: enough (expert, I slice) items for the block's warps when k experts are in use (a
+  // function of k, E and I only, so a token's sums are split the same way at any batch size),
+  // slices of at least 4 steps; batches as large as the partial sums' shared memory allows.
+  const int min_ke = a.k < a.experts ? a.k : a.experts;
+  const int steps_i = (a.inter + kStepCols - 1) / kStepCols;
+  int ksplit = kDownWarps / min_ke;
+  if (ksplit > steps_i / 4) ksplit = steps_i / 4;
+  a.ksplit = ksplit < 1 ? 1 : ksplit;
+  int batch = kDownBatchPairs / a.k;
+  if (batch > kDownMaxPartials / (a.ksplit * a.k)) batch = kDownMaxPartials / (a.ksplit * a.k);
+  a.batch_tokens = batch < 1 ? 1 : batch;
+
+  const int elem = static_cast<int>(dtype_size(x.dtype));
+  const int vec = 16 / elem;  // elements per 16-byte load
+  // gate_up reads x and gate_up rows along H; down reads down and workspace rows along I (a
+  // workspace row of a multiple of vec floats is a whole number of 16-byte words).
+  const bool vec_h = a.hidden % vec == 0 && aligned16(a.x) && aligned16(a.gate_up) &&
+                     (a.x_stride * elem) % 16 == 0;
+  const bool vec_i = a.inter % vec == 0 && aligned16(a.down) && aligned16(a.workspace);
+  // Tokens per tile: 8 covers every expert's tokens when T <= 8 (ids distinct per token).
+  const bool two_tiles = a.tokens > 8;
+  auto s = static_cast<cudaStream_t>(stream.handle);
+  dispatch_float_type(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    auto go = [&](auto nt) {
+      constexpr int NT = decltype(nt)::value;
+      if (vec_h && vec_i)
+        launch<T, NT, true, true>(a, s);
+      else if (vec_h)
+        launch<T, NT, true, false>(a, s);
+      else if (vec_i)
+        launch<T, NT, false, true>(a, s);
+      else
+        launch<T, NT, false, false>(a, s);
+    };
+    if (two_tiles)
+      go(std::integral_constant<int, 2>{});
+    else
+      go(std::integral_constant<int, 1>{});
+  });
+}
+
+}  // namespace braid::cuda
