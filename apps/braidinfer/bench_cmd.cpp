@@ -58,6 +58,7 @@ void add_bench_commands(CLI::App& app, int& exit_code) {
   add_bench_attention_decode_command(bench, exit_code);
   add_bench_gemv_command(bench, exit_code);
   add_bench_router_command(bench, exit_code);
+  add_bench_moe_command(bench, exit_code);
 
   auto args = std::make_shared<CeilingsArgs>();
   CLI::App* ceilings = bench->add_subcommand(

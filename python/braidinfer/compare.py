@@ -10,6 +10,10 @@ machine (needs torch with CUDA, and triton for the timings it prefers):
     python3 -m braidinfer.compare router [--json FILE]
         moe_route_topk_softmax beside PyTorch softmax + topk (128 experts, top-8, bf16) at 1, 4,
         256 and 1024 tokens (braidinfer/compare_router.py)
+    python3 -m braidinfer.compare moe [--shape seed001|qwen3|all] [--tokens N,...] [--json FILE]
+        the MoE layer (route, permute, gather, grouped GEMMs, combine) beside a torch._grouped_mm
+        pipeline, transformers' per-expert loop and dense cuBLAS on seed 001's and Qwen3-30B-A3B's
+        layers (braidinfer/compare_moe.py)
 
 Run from the repository root with the package and a CUDA build of the library:
 
@@ -23,7 +27,7 @@ import sys
 # subcommand -> module of this package with a main(argv) (imported only when chosen, so that
 # --help works without torch)
 SUBCOMMANDS = {"attention": "compare_attention", "decode": "compare_decode",
-               "router": "compare_router"}
+               "router": "compare_router", "moe": "compare_moe"}
 
 
 def main(argv=None):

@@ -2,7 +2,7 @@
 # The one script run on the GPU machine: environment, build (or a carried build), GPU tests,
 # Python tests, the ceilings benchmark, the engine's decode speed and (ATTENTION=1) the attention
 # benchmarks. Logs and JSON go to $OUT (default ./device-out): env.log build.log tests.log
-# gtest.json pytest.log ceilings.log ceilings.json generate.log (+ 4 attention files).
+# gtest.json pytest.log ceilings.log ceilings.json generate.log (+ 4 attention files, + 4 MoE files).
 # The build needs PCRE2 and utf8proc headers, which the lent GPU machine lacks: build here and
 # carry it (tools/device/pack-build.sh, then BUILD_DIR=.device/build).
 # Every step runs even when an earlier one failed (steps that need the build are skipped if it
@@ -19,6 +19,10 @@
 #   ATTENTION=1       also `bench attention --sweep --gqa` and `python -m braidinfer.compare attention`
 #                     (attention.{log,json}, compare_attention.{log,json}); with more than 8 files
 #                     the logs are packed into logs.tar.gz (the device tool returns 8 files at most)
+#   MOE=1             also `bench moe` and `python -m braidinfer.compare moe` (moe.{log,json},
+#                     compare_moe.{log,json}; packed the same way past 8 files)
+#   MOE_ARGS          extra arguments for `bench moe` (e.g. --quick, --shape qwen3, --skew)
+#   COMPARE_MOE_ARGS  extra arguments for `compare moe` (e.g. --quick, --shape seed001)
 #   BRAID_GIT_COMMIT  commit recorded in the JSON when the tree travels without .git
 # shellcheck disable=SC2317  # the step functions are called indirectly, through run_step
 set -euo pipefail
@@ -131,6 +135,21 @@ compare_attention() {
     tee "$OUT/compare_attention.log"
 }
 
+# The MoE layer (issue 6): each step and the whole layer against the ceilings of the run, dense
+# cuBLAS, load statistics and a CPU check; then braidinfer beside torch._grouped_mm, transformers'
+# per-expert loop and dense cuBLAS in one process.
+bench_moe() {
+  # shellcheck disable=SC2086  # MOE_ARGS is a list of flags
+  "$BIN/braidinfer" bench moe --json "$OUT/moe.json" ${MOE_ARGS:-} 2>&1 | tee "$OUT/moe.log"
+}
+
+compare_moe() {
+  # shellcheck disable=SC2086  # COMPARE_MOE_ARGS is a list of flags
+  BRAIDINFER_LIBRARY="$BIN/libbraid.so" PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}" \
+    python3 -m braidinfer.compare moe --json "$OUT/compare_moe.json" ${COMPARE_MOE_ARGS:-} 2>&1 |
+    tee "$OUT/compare_moe.log"
+}
+
 ceilings() {
   # shellcheck disable=SC2086  # CEILINGS_ARGS is a list of flags
   "$BIN/braidinfer" bench ceilings --json "$OUT/ceilings.json" ${CEILINGS_ARGS:-} 2>&1 |
@@ -163,6 +182,10 @@ if [[ -x "$BIN/braidinfer" && -x "$BIN/tests/braid_tests" ]]; then
   if [[ "${ATTENTION:-0}" == 1 ]]; then
     run_step "bench attention" bench_attention
     run_step "compare attention" compare_attention
+  fi
+  if [[ "${MOE:-0}" == 1 ]]; then
+    run_step "bench moe" bench_moe
+    run_step "compare moe" compare_moe
   fi
 else
   FAILED=1
