@@ -57,6 +57,7 @@
 #include "core/cuda_check.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/gemv/gemv_device.cuh"
 
 namespace braid::cuda {
 
@@ -204,24 +205,8 @@ __device__ __forceinline__ float4 load4(const float* row, int c, int limit, bool
 // A's row g is a_lo (lane g = lane / 4), row g + 8 a_hi; B's token n is b_rows[n] (shared memory,
 // n < nb). On return lane (g, t = lane % 4) holds, for each n-tile nt,
 //   c[nt] = {C[g][8nt + 2t], C[g][8nt + 2t + 1], C[g + 8][8nt + 2t], C[g + 8][8nt + 2t + 1]}
-// (the mma accumulator layout), added to what c held.
-
-template <typename T>
-__device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                         uint32_t a3, uint32_t b0, uint32_t b1) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  } else {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  }
-}
-
+// (the mma accumulator layout), added to what c held (gemv_device::mma).
+//
 // f16/bf16 weights on the tensor cores. Lane (g, t) loads columns [c, c + 8), c = 32 s + 8 t, of
 // A rows g and g + 8 and of token g (and g + 8 for the second n-tile): elements 0-3 are the first
 // mma's logical k {2t, 2t+1, 2t+8, 2t+9}, elements 4-7 the second's. B is x (TB = T) or h (f32,
@@ -261,8 +246,8 @@ __device__ __forceinline__ void warp_tile_mma(const T* a_lo, bool lo_ok, const T
           xb = load8_packed<T, kVec>(b[nt], col, k1, in && b_ok[nt]);
         else
           xb = load8<T, kVec, false>(b[nt], col, k1, in && b_ok[nt], policy);
-        mma16816<T>(c[nt], wl[u].x, wh[u].x, wl[u].y, wh[u].y, xb.x, xb.y);
-        mma16816<T>(c[nt], wl[u].z, wh[u].z, wl[u].w, wh[u].w, xb.z, xb.w);
+        gemv_device::mma<T>(c[nt], wl[u].x, wh[u].x, wl[u].y, wh[u].y, xb.x, xb.y);
+        gemv_device::mma<T>(c[nt], wl[u].z, wh[u].z, wl[u].w, wh[u].w, xb.z, xb.w);
       }
     }
   }
