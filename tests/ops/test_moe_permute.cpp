@@ -148,19 +148,22 @@ class MoeCombineDiff : public ::testing::TestWithParam<std::pair<DType, DType>> 
 TEST_P(MoeCombineDiff, CudaMatchesReference) {
   BRAID_REQUIRE_CUDA();
   const auto [ydtype, odtype] = GetParam();
-  const int64_t tokens = 77, hidden = 200;
+  const int64_t tokens = 77;
   const int k = 3;
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  OwnedTensor ys = random_host(ydtype, {tokens * k, hidden}, seed);
-  OwnedTensor rows = random_host(DType::i32, {tokens * k}, seed + 1, -1, tokens * k);
-  OwnedTensor w = random_host(DType::f32, {tokens, k}, seed + 2);
-  OwnedTensor ref = poisoned(odtype, {tokens, hidden}, Device::cpu());
-  ops::moe_combine(ys, rows, w, ref);
-  OwnedTensor got = poisoned(odtype, {tokens, hidden}, Device::cuda());
-  ops::moe_combine(to_device(ys, Device::cuda()), to_device(rows, Device::cuda()),
-                   to_device(w, Device::cuda()), got);
-  EXPECT_LE(rel_error(to_floats(got), to_floats(ref)), tolerance(odtype));
+  for (const int64_t hidden : {200, 203}) {  // 16-byte vectors of ys, and single elements
+    SCOPED_TRACE("hidden " + std::to_string(hidden));
+    OwnedTensor ys = random_host(ydtype, {tokens * k, hidden}, seed);
+    OwnedTensor rows = random_host(DType::i32, {tokens * k}, seed + 1, -1, tokens * k);
+    OwnedTensor w = random_host(DType::f32, {tokens, k}, seed + 2);
+    OwnedTensor ref = poisoned(odtype, {tokens, hidden}, Device::cpu());
+    ops::moe_combine(ys, rows, w, ref);
+    OwnedTensor got = poisoned(odtype, {tokens, hidden}, Device::cuda());
+    ops::moe_combine(to_device(ys, Device::cuda()), to_device(rows, Device::cuda()),
+                     to_device(w, Device::cuda()), got);
+    EXPECT_LE(rel_error(to_floats(got), to_floats(ref)), tolerance(odtype));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, MoeCombineDiff,
