@@ -102,8 +102,8 @@ bench::ResultRow time_step(bench::MoeStep step, bench::TimingMode mode, const be
   r.stats = st;
   r.flops = cost.flops;
   r.bytes = cost.bytes;
-  r.bound = bench::roofline_bound(cost, ceil);
-  r.note = bench::roofline_name(bench::roofline_class(cost, ceil));
+  r.bound = bench::roofline_bound(cost.flops, cost.bytes, ceil);
+  r.note = bench::roofline_name(bench::roofline_class(cost.flops, cost.bytes, ceil));
   return r;
 }
 

@@ -39,6 +39,7 @@ import torch.nn.functional as F
 
 from . import _library, ops
 from .compare_decode import time_us  # one timing method for every comparison
+from .compare_router import error_string
 
 ANCHOR_CONFIGS = [  # (B, S, H, D, causal): ANCHORS.md "Attention forward (bf16)"
     (16, 2048, 16, 64, False),
@@ -70,11 +71,6 @@ def flops(batch, seq, heads, head_dim, causal):
 def naive_bytes(batch, seq, heads):
     """What the naive path holds at its peak: bf16 scores and their fp32 softmax."""
     return batch * heads * seq * seq * (2 + 4)
-
-
-def error_string(e):
-    lines = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {lines[0][:200] if lines else ''}"
 
 
 def is_out_of_memory(e):

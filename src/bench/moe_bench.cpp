@@ -39,8 +39,6 @@ double median_us(const MoeCase& c, MoeStep s) {
   return r ? r->stats.median_us : 0.0;
 }
 
-MoeCost row_cost(const ResultRow& r) { return {r.flops, r.bytes}; }
-
 std::string dash_or(double v, const char* fmt_spec) {
   return v > 0 ? fmt::format(fmt::runtime(fmt_spec), v) : std::string("-");
 }
@@ -164,36 +162,6 @@ MoeCost moe_step_cost(MoeStep s, const MoeShape& shape, const MoeRouting& r) {
   return {};
 }
 
-const char* roofline_name(Roofline r) {
-  switch (r) {
-    case Roofline::memory: return "memory";
-    case Roofline::balanced: return "balanced";
-    case Roofline::compute: return "compute";
-  }
-  return "?";
-}
-
-double ridge_flop_per_byte(const Ceilings& c) {
-  if (c.copy_gbps <= 0 || c.gemm_tflops <= 0) return 0;
-  return c.gemm_tflops * 1e3 / c.copy_gbps;  // (TFLOP/s * 1e12) / (GB/s * 1e9)
-}
-
-Roofline roofline_class(const MoeCost& cost, const Ceilings& c) {
-  if (cost.flops <= 0 || cost.bytes <= 0) return Roofline::memory;
-  const double ridge = ridge_flop_per_byte(c);
-  if (ridge <= 0) return Roofline::balanced;
-  const double intensity = cost.flops / cost.bytes;
-  if (intensity < ridge / 2) return Roofline::memory;
-  if (intensity > ridge * 2) return Roofline::compute;
-  return Roofline::balanced;
-}
-
-Bound roofline_bound(const MoeCost& cost, const Ceilings& c) {
-  if (cost.flops <= 0 || cost.bytes <= 0) return Bound::memory;
-  const double ridge = ridge_flop_per_byte(c);
-  return ridge > 0 && cost.flops / cost.bytes >= ridge ? Bound::compute : Bound::memory;
-}
-
 TimingConfig moe_timing(double estimate_us, bool quick, TimingMode mode) {
   const double sample_us = quick ? 2000 : 10000;
   TimingConfig cfg;
@@ -281,7 +249,7 @@ std::string moe_case_table(const MoeCase& c, const Ceilings& ceil) {
         dash_or(ceil.gemm_tflops > 0 ? 100 * tflops / ceil.gemm_tflops : 0, "{:.1f}"),
         dash_or(ceil.copy_gbps > 0 ? 100 * gbps / ceil.copy_gbps : 0, "{:.1f}"),
         r.flops > 0 ? fmt::format("{:.0f}", r.flops / r.bytes) : "0",
-        roofline_name(roofline_class(row_cost(r), ceil)),
+        roofline_name(roofline_class(r.flops, r.bytes, ceil)),
         component && layer_us > 0 ? fmt::format("{:.1f}%", 100 * r.stats.median_us / layer_us)
                                   : "");
   }
@@ -408,7 +376,7 @@ nlohmann::json moe_json(const std::vector<MoeCase>& cases, const Ceilings& ceil)
            {"percent_of_copy_ceiling",
             ceil.copy_gbps > 0 ? 100 * achieved_gbps(r).value_or(0) / ceil.copy_gbps : 0},
            {"flop_per_byte", r.bytes > 0 ? r.flops / r.bytes : 0},
-           {"roofline", roofline_name(roofline_class(row_cost(r), ceil))}});
+           {"roofline", roofline_name(roofline_class(r.flops, r.bytes, ceil))}});
     }
     const MoeLoadStats& l = c.load;
     const MoeSummary s = moe_summary(c, ceil);

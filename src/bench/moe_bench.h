@@ -105,17 +105,6 @@ double moe_expert_flops(const MoeModel& m, int64_t pairs);
 // experts' weights and the output (its intermediates could stay on chip in a fused layer).
 MoeCost moe_step_cost(MoeStep s, const MoeShape& shape, const MoeRouting& r);
 
-// Roofline of a row: FLOPs per byte against the ridge point of this run (GEMM ceiling / copy
-// ceiling). Below half the ridge it is memory bound, above twice the ridge compute bound,
-// between the two "balanced". Rows without FLOPs are memory bound; with unknown ceilings a row
-// with FLOPs is "balanced".
-enum class Roofline { memory, balanced, compute };
-const char* roofline_name(Roofline r);
-double ridge_flop_per_byte(const Ceilings& c);  // 0 when a ceiling is unknown
-Roofline roofline_class(const MoeCost& cost, const Ceilings& c);
-// The ceiling a row's "% of ceiling" is read against: compute at or above the ridge.
-Bound roofline_bound(const MoeCost& cost, const Ceilings& c);
-
 // How a step is timed, from an estimate of one call: batches of calls between events, sized so
 // one sample takes ~10 ms (~2 ms with --quick), as graph replays or back to back.
 TimingConfig moe_timing(double estimate_us, bool quick, TimingMode mode);

@@ -67,6 +67,36 @@ std::optional<double> percent_of_ceiling(const ResultRow& r, const Ceilings& c) 
   return std::nullopt;
 }
 
+const char* roofline_name(Roofline r) {
+  switch (r) {
+    case Roofline::memory: return "memory";
+    case Roofline::balanced: return "balanced";
+    case Roofline::compute: return "compute";
+  }
+  return "?";
+}
+
+double ridge_flop_per_byte(const Ceilings& c) {
+  if (c.copy_gbps <= 0 || c.gemm_tflops <= 0) return 0;
+  return c.gemm_tflops * 1e3 / c.copy_gbps;  // (TFLOP/s * 1e12) / (GB/s * 1e9)
+}
+
+Roofline roofline_class(double flops, double bytes, const Ceilings& c) {
+  if (flops <= 0 || bytes <= 0) return Roofline::memory;
+  const double ridge = ridge_flop_per_byte(c);
+  if (ridge <= 0) return Roofline::balanced;
+  const double intensity = flops / bytes;
+  if (intensity < ridge / 2) return Roofline::memory;
+  if (intensity > ridge * 2) return Roofline::compute;
+  return Roofline::balanced;
+}
+
+Bound roofline_bound(double flops, double bytes, const Ceilings& c) {
+  if (flops <= 0 || bytes <= 0) return Bound::memory;
+  const double ridge = ridge_flop_per_byte(c);
+  return ridge > 0 && flops / bytes >= ridge ? Bound::compute : Bound::memory;
+}
+
 // ---- provenance ----
 
 std::string utc_now() {

@@ -67,6 +67,17 @@ struct Ceilings {
 // unknown.
 std::optional<double> percent_of_ceiling(const ResultRow& r, const Ceilings& c);
 
+// Roofline of a row: FLOPs per byte against the ridge point of the run (GEMM ceiling / copy
+// ceiling). Below half the ridge it is memory bound, above twice the ridge compute bound,
+// between the two "balanced". Rows without FLOPs are memory bound; with unknown ceilings a row
+// with FLOPs is "balanced".
+enum class Roofline { memory, balanced, compute };
+const char* roofline_name(Roofline r);
+double ridge_flop_per_byte(const Ceilings& c);  // 0 when a ceiling is unknown
+Roofline roofline_class(double flops, double bytes, const Ceilings& c);
+// The ceiling a row's "% of ceiling" is read against: compute at or above the ridge.
+Bound roofline_bound(double flops, double bytes, const Ceilings& c);
+
 struct Report {
   std::string suite;  // "ceilings"
   std::string git_commit;

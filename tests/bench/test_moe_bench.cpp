@@ -102,21 +102,6 @@ TEST(BenchMoe, ComponentsFollowThePath) {
   EXPECT_STREQ(moe_step_name(MoeStep::layer_graph), "moe_layer");
 }
 
-TEST(BenchMoe, RooflineClassAgainstTheRidgeOfTheRun) {
-  const Ceilings c{3000, 750};  // ridge 250 FLOP/B
-  EXPECT_DOUBLE_EQ(ridge_flop_per_byte(c), 250);
-  EXPECT_EQ(roofline_class({1000, 1}, c), Roofline::compute);
-  EXPECT_EQ(roofline_class({250, 1}, c), Roofline::balanced);
-  EXPECT_EQ(roofline_class({130, 1}, c), Roofline::balanced);
-  EXPECT_EQ(roofline_class({100, 1}, c), Roofline::memory);
-  EXPECT_EQ(roofline_class({0, 100}, c), Roofline::memory);
-  EXPECT_EQ(roofline_class({100, 1}, Ceilings{}), Roofline::balanced);
-  EXPECT_EQ(roofline_bound({250, 1}, c), Bound::compute);
-  EXPECT_EQ(roofline_bound({249, 1}, c), Bound::memory);
-  EXPECT_EQ(roofline_bound({0, 1}, c), Bound::memory);
-  EXPECT_STREQ(roofline_name(Roofline::balanced), "balanced");
-}
-
 TEST(BenchMoe, TimingBatchesFillASample) {
   TimingConfig g = moe_timing(1000, false, TimingMode::graph);
   EXPECT_EQ(g.mode, TimingMode::graph);

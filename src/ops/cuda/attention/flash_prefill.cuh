@@ -157,17 +157,22 @@ struct Tile {
 };
 
 // Copies rows [0, kRows) of a tile (row r from src(r), valid while r < rows) into shared memory,
-// with the block's kThreadCount threads.
-template <int D, int kRows, int kThreadCount, typename RowPtr>
-__device__ __forceinline__ void load_tile(uint32_t smem, int rows, RowPtr src) {
+// with the block's kThreadCount threads; 16-byte chunk c of row r goes to smem + offset(r, c)
+// (the tile's layout: Tile<D>'s here, wgmma's 128-byte swizzle in the Hopper kernel).
+template <int D, int kRows, int kThreadCount, typename RowPtr, typename Offset>
+__device__ __forceinline__ void load_tile(uint32_t smem, int rows, RowPtr src, Offset offset) {
   constexpr int kChunks = D / 8;
   constexpr int kRowsPerPass = kThreadCount / kChunks;
   const int chunk = threadIdx.x % kChunks;
 #pragma unroll
   for (int r = threadIdx.x / kChunks; r < kRows; r += kRowsPerPass) {
     const bool valid = r < rows;  // rows >= 1: row 0 is a valid address for the zero-fill
-    cp_async16(smem + Tile<D>::offset(r, chunk), src(valid ? r : 0) + chunk * 16, valid);
+    cp_async16(smem + offset(r, chunk), src(valid ? r : 0) + chunk * 16, valid);
   }
+}
+template <int D, int kRows, int kThreadCount, typename RowPtr>
+__device__ __forceinline__ void load_tile(uint32_t smem, int rows, RowPtr src) {
+  load_tile<D, kRows, kThreadCount>(smem, rows, src, [](int r, int c) { return Tile<D>::offset(r, c); });
 }
 
 // The online softmax of one lane's two query rows, shared by both kernels. Their accumulators hold,

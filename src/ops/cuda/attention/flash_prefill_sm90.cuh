@@ -37,14 +37,7 @@ __device__ __forceinline__ uint32_t sw128(int r, int c8) {
 
 template <int D, int kRows, int kThreads, typename RowPtr>
 __device__ __forceinline__ void load_tile_sw(uint32_t smem, int rows, RowPtr src) {
-  constexpr int kChunks = D / 8;
-  constexpr int kRowsPerPass = kThreads / kChunks;
-  const int chunk = threadIdx.x % kChunks;
-#pragma unroll
-  for (int r = threadIdx.x / kChunks; r < kRows; r += kRowsPerPass) {
-    const bool valid = r < rows;  // rows >= 1: row 0 is a valid address for the zero-fill
-    cp_async16(smem + sw128<kRows>(r, chunk), src(valid ? r : 0) + chunk * 16, valid);
-  }
+  load_tile<D, kRows, kThreads>(smem, rows, src, [](int r, int c) { return sw128<kRows>(r, c); });
 }
 
 template <typename T, int N>
