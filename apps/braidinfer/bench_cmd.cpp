@@ -59,10 +59,12 @@ void add_bench_commands(CLI::App& app, int& exit_code) {
   add_bench_gemv_command(bench, exit_code);
   add_bench_router_command(bench, exit_code);
   add_bench_moe_command(bench, exit_code);
+  add_bench_moe_fp8_command(bench, exit_code);
 
   auto args = std::make_shared<CeilingsArgs>();
   CLI::App* ceilings = bench->add_subcommand(
-      "ceilings", "Measure copy bandwidth, bf16 GEMM/GEMV rates and kernel launch costs");
+      "ceilings",
+      "Measure copy bandwidth, bf16 GEMM/GEMV and fp8 GEMM rates and kernel launch costs");
   ceilings->add_option("--json", args->json_path, "Write the run as JSON to this file");
   ceilings->add_flag("--quick", args->quick, "Smaller sizes and fewer repetitions (smoke test)");
   ceilings->add_option("--device", args->device, "CUDA device index")->capture_default_str();

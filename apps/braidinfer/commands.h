@@ -16,5 +16,6 @@ void add_bench_attention_decode_command(CLI::App* bench, int& exit_code);
 void add_bench_gemv_command(CLI::App* bench, int& exit_code);
 void add_bench_router_command(CLI::App* bench, int& exit_code);
 void add_bench_moe_command(CLI::App* bench, int& exit_code);
+void add_bench_moe_fp8_command(CLI::App* bench, int& exit_code);
 
 }  // namespace braid::cli

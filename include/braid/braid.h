@@ -326,6 +326,81 @@ BRAID_API braid_status braid_moe_grouped_gemm(const braid_tensor* x, const braid
                                               const braid_tensor* expert_offsets, int activation,
                                               const braid_tensor* y, void* stream);
 
+/* FP8 block scale (DeepSeek-V3's format): e4m3 values with one f32 scale per 128 consecutive values
+ * of an activation row, or per 128 x 128 block of a weight matrix; value = fp8 * scale. Activation
+ * scales are stored transposed: [K / 128, rows], scale[b, r] for row r's columns [128 b, 128 b + 128).
+ * moe_fp8_quantize: x [M, K] f32/bf16 rows (K % 128 == 0) into `terms` = q.shape[1] / K terms
+ *   (1..3) whose sum approximates x: term t quantizes what the terms before leave (fp32); per row
+ *   and block s = amax / 448 (1 when that underflows to 0 or amax is 0), q = e4m3(v / s) rounded to nearest even and
+ *   saturated. q [M, terms * K] f8e4m3 rows (term t in columns [t K, t K + K)); q_scale
+ *   [terms * K / 128, M] f32 rows (row stride >= M).
+ * moe_gather_fp8: xs[r] = x[sorted_pairs[r] / k] and xs_scale[b, r] = x_scale[b, sorted_pairs[r] / k];
+ *   x [T, K] f8e4m3 rows, x_scale [K / 128, T] f32 rows, sorted_pairs [T * k] i32 (values in
+ *   [0, T * k): checked on the CPU; on CUDA a value outside gives a zero row and zero scales),
+ *   xs [T * k, K] f8e4m3 rows, xs_scale [K / 128, T * k] f32 rows.
+ * moe_grouped_gemm_fp8: moe_grouped_gemm on block-scaled operands, fp32 sums; x may hold R terms
+ *   side by side (as moe_fp8_quantize writes them), all multiplied with the same w:
+ *   G = (sum_t dequant(x_t)) @ dequant(w[e])^T for the rows of expert e.
+ *   activation 0 (none):             y = G                      w [E, N, K], y [M, N] f32/bf16
+ *   activation 1 (swiglu):           y = silu(G[:, :I]) * G[:, I:]   w [E, 2I, K], y [M, I] f32,
+ *   activation 2 (swiglu_gate_last): y = silu(G[:, I:]) * G[:, :I]   or y [M, R' I] f8e4m3 with
+ *                                    y_scale [R' I / 128, M] f32 rows (R' = 1..3 terms, quantized
+ *                                    as moe_fp8_quantize does it)
+ *   x [M, R K] f8e4m3 rows (K % 128 == 0, R = 1..3); x_scale [R K / 128, M] f32 rows; w f8e4m3
+ *   contiguous (N % 128 == 0, I % 128 == 0, 1 <= E <= 512); w_scale [E, N / 128, K / 128] f32
+ *   contiguous; expert_offsets as for moe_grouped_gemm; y_scale NULL unless y is f8e4m3; rows of y
+ *   past offsets[E] are left as they are. */
+BRAID_API braid_status braid_moe_fp8_quantize(const braid_tensor* x, const braid_tensor* q,
+                                              const braid_tensor* q_scale, void* stream);
+BRAID_API braid_status braid_moe_gather_fp8(const braid_tensor* x, const braid_tensor* x_scale,
+                                            const braid_tensor* sorted_pairs, int k,
+                                            const braid_tensor* xs, const braid_tensor* xs_scale,
+                                            void* stream);
+BRAID_API braid_status braid_moe_grouped_gemm_fp8(const braid_tensor* x,
+                                                  const braid_tensor* x_scale,
+                                                  const braid_tensor* w,
+                                                  const braid_tensor* w_scale,
+                                                  const braid_tensor* expert_offsets,
+                                                  int activation, const braid_tensor* y,
+                                                  const braid_tensor* y_scale, void* stream);
+
+/* moe_fp8_block_scale: a whole DeepSeek-V3 MoE layer on fp8 block-scaled weights (seed 003's
+ * moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048, any sizes): routing as
+ * braid_moe_route_grouped over the E_global experts; for each token and each chosen expert among
+ * the E local ones [local_expert_offset, local_expert_offset + E):
+ *   G1 = dequant(hidden_states[t]) @ dequant(gemm1_weights[e])^T, C = silu(G1[I:]) * G1[:I],
+ *   O = C @ dequant(gemm2_weights[e])^T;  output[t] = bf16(sum of the routing weight * O).
+ * fp8 values are e4m3 times one fp32 scale per 128 activation values or 128 x 128 weight block.
+ * On CUDA C is handed to the second GEMM as intermediate_terms (1..3) fp8 terms (3 is close to
+ * fp32; 1 is the usual fp8 requantisation); the CPU keeps it fp32.
+ *   routing_logits      [T, E_global] f32, rows (1 <= E_global <= 512)
+ *   routing_bias        [E_global] f32 or bf16, contiguous
+ *   hidden_states       [T, H] f8e4m3, rows; H % 128 == 0
+ *   hidden_states_scale [H / 128, T] f32, rows
+ *   gemm1_weights       [E, 2I, H] f8e4m3, contiguous (I up rows, then I gate rows); I % 128 == 0
+ *   gemm1_weights_scale [E, 2I / 128, H / 128] f32, contiguous
+ *   gemm2_weights       [E, H, I] f8e4m3, contiguous
+ *   gemm2_weights_scale [E, H / 128, I / 128] f32, contiguous
+ *   n_group, topk_group, top_k, routed_scaling_factor as braid_moe_route_grouped's n_group,
+ *                       topk_group, k and routed_scaling_factor
+ *   workspace           u8, contiguous, 256-byte aligned, at least
+ *                       braid_moe_fp8_block_scale_workspace_bytes(...) bytes (CUDA; NULL on the CPU)
+ *   output              [T, H] bf16, rows
+ * The workspace size is -1 for invalid sizes (braid_last_error_message says why). */
+BRAID_API int64_t braid_moe_fp8_block_scale_workspace_bytes(int64_t tokens, int64_t hidden,
+                                                            int64_t intermediate,
+                                                            int64_t local_experts, int n_group,
+                                                            int topk_group, int top_k,
+                                                            int intermediate_terms);
+BRAID_API braid_status braid_moe_fp8_block_scale(
+    const braid_tensor* routing_logits, const braid_tensor* routing_bias,
+    const braid_tensor* hidden_states, const braid_tensor* hidden_states_scale,
+    const braid_tensor* gemm1_weights, const braid_tensor* gemm1_weights_scale,
+    const braid_tensor* gemm2_weights, const braid_tensor* gemm2_weights_scale,
+    int local_expert_offset, float routed_scaling_factor, int n_group, int topk_group, int top_k,
+    int intermediate_terms, const braid_tensor* workspace, const braid_tensor* output,
+    void* stream);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

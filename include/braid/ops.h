@@ -283,9 +283,109 @@ void moe_combine(const Tensor& ys, const Tensor& pair_rows, const Tensor& topk_w
 // On CUDA, f16/bf16 with K % 8 == 0 and 16-byte aligned rows take the Hopper (sm_90a) kernel:
 // TMA and wgmma, a persistent tile scheduler over (expert, row tile, column tile), the SwiGLU in
 // its epilogue; other cases take a simple kernel.
-enum class MoeActivation { none = 0, swiglu = 1 };
+// MoeActivation::swiglu_gate_last (moe_grouped_gemm_fp8 only) is SwiGLU with the halves swapped,
+// as DeepSeek's FP8 checkpoints and seed 003 store them: w[e] is I up rows, then I gate rows, and
+// y = silu(x @ w[e][I:2I]^T) * (x @ w[e][0:I]^T).
+enum class MoeActivation { none = 0, swiglu = 1, swiglu_gate_last = 2 };
 void moe_grouped_gemm(const Tensor& x, const Tensor& w, const Tensor& expert_offsets,
                       MoeActivation activation, const Tensor& y, Stream stream = {});
+
+// ---------------------------------------------------------------------------------------------
+// FP8 block scale (DeepSeek-V3's format): fp8 e4m3 values with one fp32 scale per 128 consecutive
+// values of an activation row, or per 128 x 128 block of a weight matrix; value = fp8 * scale.
+// Activation scales are stored transposed, [K / 128, rows]: scale[b, r] belongs to row r's
+// columns [128 b, 128 b + 128) (seed 003's hidden_states_scale layout).
+inline constexpr int kFp8Block = 128;
+inline constexpr int kFp8MaxTerms = 3;
+
+// moe_fp8_quantize: x split into `terms` fp8 block-scaled terms whose sum approximates x:
+//   term 0 quantizes x; term t quantizes what the terms before leave, v = x - sum (fp32);
+//   per row and 128-column block: s = amax|v| / 448 (1 when that is 0: an all-zero
+//   block, or amax so small that the division underflows), q = e4m3(v / s), rounded
+//   to nearest even and saturated; term t of block b is q[:, t K + 128 b ...], scale q_scale[t K / 128 + b].
+// One term keeps about 4 significant bits, each further term about 4 more (three terms are close
+// to fp32 for a following GEMM: seed 003's definition keeps its intermediate in fp32).
+//   x        [M, K] f32/bf16, rows; K % 128 == 0
+//   q        [M, terms * K] f8e4m3, rows; 1 <= terms <= kFp8MaxTerms
+//   q_scale  [terms * K / 128, M] f32, rows (row stride >= M)
+void moe_fp8_quantize(const Tensor& x, const Tensor& q, const Tensor& q_scale, Stream stream = {});
+
+// moe_gather_fp8: moe_gather for fp8 rows and their scales:
+//   xs[r] = x[sorted_pairs[r] / k],  xs_scale[b, r] = x_scale[b, sorted_pairs[r] / k].
+//   x            [T, K] f8e4m3, rows;  x_scale [K / 128, T] f32, rows
+//   sorted_pairs [T * k] i32 from moe_permute (values in [0, T * k): checked on the CPU; on
+//                CUDA a value outside gives a zero row and zero scales)
+//   xs           [T * k, K] f8e4m3, rows;  xs_scale [K / 128, T * k] f32, rows
+void moe_gather_fp8(const Tensor& x, const Tensor& x_scale, const Tensor& sorted_pairs, int k,
+                    const Tensor& xs, const Tensor& xs_scale, Stream stream = {});
+
+// moe_grouped_gemm_fp8: moe_grouped_gemm on fp8 block-scaled operands, fp32 sums. Rows
+// [expert_offsets[e], expert_offsets[e + 1]) of x belong to expert e (read on the device on CUDA;
+// checked on the CPU). x may hold R terms of one operand side by side (as moe_fp8_quantize writes
+// them): x is [M, R K] and every term meets the same w, so the product is sum_t x_t @ w[e]^T.
+//   G = (sum_t dequant(x_t)) @ dequant(w[e])^T, in fp32
+//   none:             y = G                                   w [E, N, K],  y [M, N] f32/bf16
+//   swiglu:           y = silu(G[:, :I]) * G[:, I:]           w [E, 2I, K], y [M, I] f32, or
+//   swiglu_gate_last: y = silu(G[:, I:]) * G[:, :I]           [M, R' I] f8e4m3 with y_scale: the
+//                     fp32 h quantized into R' terms exactly as moe_fp8_quantize does it
+//   x              [M, R K] f8e4m3, rows; K % 128 == 0
+//   x_scale        [R K / 128, M] f32, rows (row stride >= M)
+//   w              [E, N, K] f8e4m3, contiguous; N % 128 == 0 (I % 128 == 0); 1 <= E <= 512
+//   w_scale        [E, N / 128, K / 128] f32, contiguous
+//   expert_offsets [E + 1] i32, contiguous, non-decreasing, offsets[0] = 0, offsets[E] <= M
+//   y              rows past offsets[E] are left as they are
+//   y_scale        [R' I / 128, M] f32, rows, for an f8e4m3 y (an undefined Tensor otherwise)
+// On CUDA with sm_90a: TMA and fp8 wgmma, 128-row x 256-weight-row tiles, the block scales
+// applied in fp32 after each 128-deep slice (not inside the tensor cores' own accumulation),
+// SwiGLU and the quantization in the epilogue; elsewhere a simple kernel.
+void moe_grouped_gemm_fp8(const Tensor& x, const Tensor& x_scale, const Tensor& w,
+                          const Tensor& w_scale, const Tensor& expert_offsets,
+                          MoeActivation activation, const Tensor& y, const Tensor& y_scale,
+                          Stream stream = {});
+
+// moe_fp8_block_scale: a whole DeepSeek-V3 MoE layer on fp8 block-scaled weights, with the
+// semantics of seed 003's definition moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048
+// (this op takes any sizes that meet the constraints below):
+//   routing as moe_route_grouped (sigmoid, bias, n_group groups, topk_group kept, top_k experts,
+//   routed_scaling_factor) over the E_global experts;
+//   only the E local experts [local_expert_offset, local_expert_offset + E) are computed here
+//   (any offset: a local expert whose global id is outside [0, E_global) gets no tokens);
+//   for each token t and each chosen local expert e (weight w_te):
+//     A   = dequant(hidden_states[t]),  G1 = A @ dequant(gemm1_weights[e])^T   (fp32, [2I])
+//     C   = silu(G1[I:2I]) * G1[0:I]                                            (fp32, [I])
+//     O   = C @ dequant(gemm2_weights[e])^T                                     (fp32, [H])
+//   output[t] = bf16(sum over the chosen local experts of w_te * O), 0 for a token without any.
+// On CUDA the intermediate C is handed to the second GEMM as options.intermediate_terms fp8 terms
+// (moe_fp8_quantize; the CPU reference keeps C in fp32): 3 (default) is close to fp32 and meets
+// flashinfer-bench's rule against the fp32 reference by a wide margin; 1 is the usual fp8
+// requantisation (faster; about 2% relative error per element, which fails the 1e-2 rule on most
+// elements).
+//   routing_logits       [T, E_global] f32, rows
+//   routing_bias         [E_global] f32/bf16, contiguous
+//   hidden_states        [T, H] f8e4m3, rows; H % 128 == 0
+//   hidden_states_scale  [H / 128, T] f32, rows
+//   gemm1_weights        [E, 2I, H] f8e4m3, contiguous; I % 128 == 0
+//   gemm1_weights_scale  [E, 2I / 128, H / 128] f32, contiguous
+//   gemm2_weights        [E, H, I] f8e4m3, contiguous
+//   gemm2_weights_scale  [E, H / 128, I / 128] f32, contiguous
+//   workspace            [>= moe_fp8_block_scale_workspace_bytes(...)] u8, contiguous, 256-byte
+//                        aligned (CUDA; unused on the CPU, where it may be undefined)
+//   output               [T, H] bf16, rows
+struct MoeFp8Options {
+  int n_group = 8;
+  int topk_group = 4;
+  int top_k = 8;
+  int intermediate_terms = 3;  // 1..kFp8MaxTerms
+};
+int64_t moe_fp8_block_scale_workspace_bytes(int64_t tokens, int64_t hidden, int64_t intermediate,
+                                            int64_t local_experts, const MoeFp8Options& options);
+void moe_fp8_block_scale(const Tensor& routing_logits, const Tensor& routing_bias,
+                         const Tensor& hidden_states, const Tensor& hidden_states_scale,
+                         const Tensor& gemm1_weights, const Tensor& gemm1_weights_scale,
+                         const Tensor& gemm2_weights, const Tensor& gemm2_weights_scale,
+                         int local_expert_offset, float routed_scaling_factor,
+                         const MoeFp8Options& options, const Tensor& workspace,
+                         const Tensor& output, Stream stream = {});
 
 // Experts with a SwiGLU MLP each, combined with the routing weights. For each token t and each
 // j < k, with e = topk_ids[t, j]:

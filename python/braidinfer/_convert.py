@@ -85,9 +85,11 @@ def tensor_dtype(op, arg, value):
 
 class Descriptor:
     """A braid_tensor over `value`'s memory, with the shape/stride arrays it points to kept
-    alive. `cuda_device` is the CUDA ordinal, or None for host memory."""
+    alive. `cuda_device` is the CUDA ordinal, or None for host memory. `u8_as` (a braid dtype
+    name of 1-byte elements, e.g. "f8e4m3") describes a uint8 value as that dtype instead: numpy
+    has no fp8 dtype, so fp8 codes travel in uint8 arrays."""
 
-    def __init__(self, op, arg, value, writable=False):
+    def __init__(self, op, arg, value, writable=False, u8_as=None):
         self.value = value  # keeps the memory alive for the duration of the call
         if is_torch(value):
             data, shape, strides, name, device = self._from_torch(op, arg, value)
@@ -96,6 +98,8 @@ class Descriptor:
         else:
             _fail(Status.INVALID_ARGUMENT, op, arg, "a torch.Tensor or a numpy array",
                   type(value).__name__)
+        if u8_as is not None and name == "u8":
+            name = u8_as
         if len(shape) > MAX_DIMS:
             _fail(Status.SHAPE, op, arg, f"at most {MAX_DIMS} dimensions", f"{len(shape)}")
         self.cuda_device = device[1] if device[0] == DEVICE_CUDA else None

@@ -129,6 +129,20 @@ _PROTOTYPES = {
     "braid_moe_gather": (ctypes.c_int, [_T, _T, ctypes.c_int, _T, _S]),
     "braid_moe_combine": (ctypes.c_int, [_T, _T, _T, _T, _S]),
     "braid_moe_grouped_gemm": (ctypes.c_int, [_T, _T, _T, ctypes.c_int, _T, _S]),
+    "braid_moe_fp8_quantize": (ctypes.c_int, [_T, _T, _T, _S]),
+    "braid_moe_gather_fp8": (ctypes.c_int, [_T, _T, _T, ctypes.c_int, _T, _T, _S]),
+    "braid_moe_grouped_gemm_fp8": (
+        ctypes.c_int, [_T, _T, _T, _T, _T, ctypes.c_int, _T, _T, _S]),
+    "braid_moe_fp8_block_scale_workspace_bytes": (
+        ctypes.c_int64,
+        [ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int,
+         ctypes.c_int, ctypes.c_int, ctypes.c_int],
+    ),
+    "braid_moe_fp8_block_scale": (
+        ctypes.c_int,
+        [_T, _T, _T, _T, _T, _T, _T, _T, ctypes.c_int, ctypes.c_float, ctypes.c_int,
+         ctypes.c_int, ctypes.c_int, ctypes.c_int, _T, _T, _S],
+    ),
 }
 
 _lock = threading.Lock()

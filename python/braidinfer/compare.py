@@ -14,6 +14,11 @@ machine (needs torch with CUDA, and triton for the timings it prefers):
         the MoE layer (route, permute, gather, grouped GEMMs, combine) beside a torch._grouped_mm
         pipeline, transformers' per-expert loop and dense cuBLAS on seed 001's and Qwen3-30B-A3B's
         layers (braidinfer/compare_moe.py)
+    python3 -m braidinfer.compare moe-fp8 [--shape seed003|seed001|all] [--tokens N,...] [--json FILE]
+        the FP8 block-scale MoE: seed 003's definition (moe_fp8_block_scale, intermediate terms 3
+        and 1) beside its torch reference, and seed 001's layer in fp8 beside a
+        torch._scaled_grouped_mm pipeline and the bf16 torch._grouped_mm one
+        (braidinfer/compare_moe_fp8.py)
 
 Run from the repository root with the package and a CUDA build of the library:
 
@@ -27,7 +32,7 @@ import sys
 # subcommand -> module of this package with a main(argv) (imported only when chosen, so that
 # --help works without torch)
 SUBCOMMANDS = {"attention": "compare_attention", "decode": "compare_decode",
-               "router": "compare_router", "moe": "compare_moe"}
+               "router": "compare_router", "moe": "compare_moe", "moe-fp8": "compare_moe_fp8"}
 
 
 def main(argv=None):

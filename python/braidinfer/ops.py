@@ -39,9 +39,14 @@ __all__ = [
     "moe_combine",
     "moe_experts",
     "moe_grouped_gemm",
+    "moe_fp8_quantize",
+    "moe_gather_fp8",
+    "moe_grouped_gemm_fp8",
     "moe_gather",
     "moe_permute",
     "moe_permute_workspace_size",
+    "moe_fp8_block_scale",
+    "moe_fp8_block_scale_workspace_bytes",
 ]
 
 
@@ -507,6 +512,99 @@ def moe_grouped_gemm(x, w, expert_offsets, activation="none", y=None, *, stream=
     return y
 
 
+# ---- FP8 block scale -----------------------------------------------------------------------
+# fp8 arguments are torch float8_e4m3fn tensors, or uint8 arrays/tensors holding e4m3 codes
+# (numpy has no fp8 dtype: pass a uint8 view, e.g. torch_fp8.view(torch.uint8).numpy()). Outputs
+# the functions allocate are float8_e4m3fn for torch inputs and uint8 for numpy ones.
+
+_FP8_BLOCK = 128
+
+
+def _fp8(c, arg, value, writable=False):
+    d = _convert.Descriptor(c.op, arg, value, writable, u8_as="f8e4m3")
+    c.descriptors.append(d)
+    return d.pointer()
+
+
+def _fp8_empty(like, shape):
+    return _convert.empty(like, shape, "f8e4m3" if _convert.is_torch(like) else "u8")
+
+
+def moe_fp8_quantize(x, q=None, q_scale=None, *, terms=1, stream=None):
+    """x split into fp8 block-scaled terms whose sum approximates it (DeepSeek-V3's activation
+    format): term 0 quantizes x, term t what the terms before leave (fp32); per row and 128
+    columns s = amax / 448 (1 when amax is 0), q = e4m3(v / s) rounded to nearest even and
+    saturated. x [M, K] float32/bfloat16 with K % 128 == 0; q [M, terms * K] fp8 (term t in
+    columns [t K, t K + K)); q_scale [terms * K / 128, M] float32 (transposed: scale[b, r] is row
+    r's block b). q and q_scale are allocated when None, with `terms` (1..3) terms; otherwise
+    terms = q.shape[1] / K. Returns (q, q_scale)."""
+    op = "moe_fp8_quantize"
+    _need_dims(op, "x", x, 2)
+    rows, k = _shape(x)
+    if q is None:
+        q = _fp8_empty(x, (rows, int(terms) * k))
+    else:
+        _need_dims(op, "q", q, 2)
+    if q_scale is None:
+        q_scale = _convert.empty(x, (_shape(q)[1] // _FP8_BLOCK, rows), "f32")
+    c = _Call(op, stream)
+    c.run(c.tensor("x", x), _fp8(c, "q", q, writable=True),
+          c.tensor("q_scale", q_scale, writable=True))
+    return q, q_scale
+
+
+def moe_gather_fp8(x, x_scale, sorted_pairs, k, xs=None, xs_scale=None, *, stream=None):
+    """moe_gather for fp8 rows and their scales: xs[r] = x[sorted_pairs[r] // k] and
+    xs_scale[b, r] = x_scale[b, sorted_pairs[r] // k]. x [T, K] fp8 (K % 128 == 0); x_scale
+    [K / 128, T] float32; sorted_pairs [T * k] int32 from moe_permute; xs [T * k, K] fp8 and
+    xs_scale [K / 128, T * k] float32 are allocated when None. Returns (xs, xs_scale)."""
+    op = "moe_gather_fp8"
+    _need_dims(op, "x", x, 2)
+    pairs, width = _shape(x)[0] * int(k), _shape(x)[1]
+    if xs is None:
+        xs = _fp8_empty(x, (pairs, width))
+    if xs_scale is None:
+        xs_scale = _convert.empty(x_scale, (width // _FP8_BLOCK, pairs), "f32")
+    c = _Call(op, stream)
+    c.run(_fp8(c, "x", x), c.tensor("x_scale", x_scale), c.tensor("sorted_pairs", sorted_pairs),
+          ctypes.c_int(int(k)), _fp8(c, "xs", xs, writable=True),
+          c.tensor("xs_scale", xs_scale, writable=True))
+    return xs, xs_scale
+
+
+_MOE_FP8_ACTIVATIONS = {"none": 0, "swiglu": 1, "swiglu_gate_last": 2}
+
+
+def moe_grouped_gemm_fp8(x, x_scale, w, w_scale, expert_offsets, activation="none", y=None,
+                         y_scale=None, *, stream=None):
+    """moe_grouped_gemm on fp8 block-scaled operands with fp32 sums: rows [expert_offsets[e],
+    expert_offsets[e + 1]) of x belong to expert e, and x may hold R (1..3) terms side by side
+    (as moe_fp8_quantize writes them): G = (sum_t dequant(x_t)) @ dequant(w[e])^T.
+    activation "none": y = G (w [E, N, K], y [M, N] float32/bfloat16); "swiglu":
+    y = silu(G[:, :I]) * G[:, I:]; "swiglu_gate_last": y = silu(G[:, I:]) * G[:, :I] (DeepSeek's
+    order: I up rows, then I gate rows); for both w [E, 2I, K] and y [M, I] float32, or y
+    [M, R' I] fp8 with y_scale [R' I / 128, M] float32 (h quantized into R' terms as
+    moe_fp8_quantize does it). x [M, R K] fp8; x_scale [R K / 128, M] float32; w fp8 and w_scale
+    [E, N / 128, K / 128] float32, contiguous; K, N, I multiples of 128; expert_offsets [E + 1]
+    int32 as moe_permute writes them (read on the device on CUDA). y is allocated as float32 when
+    None; rows past expert_offsets[E] are left as they are. Returns y."""
+    op = "moe_grouped_gemm_fp8"
+    if activation not in _MOE_FP8_ACTIVATIONS:
+        raise ValueError(f"{op}: activation must be one of {sorted(_MOE_FP8_ACTIVATIONS)}, "
+                         f"got {activation!r}")
+    if y is None:
+        _need_dims(op, "x", x, 2)
+        _need_dims(op, "w", w, 3)
+        cols = _shape(w)[1] if activation == "none" else _shape(w)[1] // 2
+        y = _convert.empty(x_scale, (_shape(x)[0], cols), "f32")
+    c = _Call(op, stream)
+    c.run(_fp8(c, "x", x), c.tensor("x_scale", x_scale), _fp8(c, "w", w),
+          c.tensor("w_scale", w_scale), c.tensor("expert_offsets", expert_offsets),
+          ctypes.c_int(_MOE_FP8_ACTIVATIONS[activation]), _fp8(c, "y", y, writable=True),
+          c.optional("y_scale", y_scale, writable=True))
+    return y
+
+
 def moe_experts(x, topk_weights, topk_ids, gate_up, down, workspace=None, out=None, *,
                 stream=None):
     """Experts with a SwiGLU MLP each, combined with the routing weights: for each token t,
@@ -529,4 +627,66 @@ def moe_experts(x, topk_weights, topk_ids, gate_up, down, workspace=None, out=No
     c.run(c.tensor("x", x), c.tensor("topk_weights", topk_weights), c.tensor("topk_ids", topk_ids),
           c.tensor("gate_up", gate_up), c.tensor("down", down),
           c.tensor("workspace", workspace, writable=True), c.tensor("out", out, writable=True))
+    return out
+
+
+def moe_fp8_block_scale_workspace_bytes(tokens, hidden, intermediate, local_experts, *, n_group=8,
+                                        topk_group=4, top_k=8, intermediate_terms=3):
+    """Bytes of the u8 workspace moe_fp8_block_scale needs on CUDA for these sizes."""
+    n = int(function("braid_moe_fp8_block_scale_workspace_bytes")(
+        ctypes.c_int64(int(tokens)), ctypes.c_int64(int(hidden)), ctypes.c_int64(int(intermediate)),
+        ctypes.c_int64(int(local_experts)), ctypes.c_int(int(n_group)),
+        ctypes.c_int(int(topk_group)), ctypes.c_int(int(top_k)),
+        ctypes.c_int(int(intermediate_terms))))
+    if n < 0:
+        check(Status.INVALID_ARGUMENT)  # raises with the library's message
+    return n
+
+
+def moe_fp8_block_scale(routing_logits, routing_bias, hidden_states, hidden_states_scale,
+                        gemm1_weights, gemm1_weights_scale, gemm2_weights, gemm2_weights_scale,
+                        local_expert_offset, routed_scaling_factor, *, n_group=8, topk_group=4,
+                        top_k=8, intermediate_terms=3, workspace=None, out=None, stream=None):
+    """A DeepSeek-V3 MoE layer on fp8 block-scaled weights (flashinfer-bench's
+    moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048, any sizes): routing as
+    moe_route_grouped over the E_global experts; for each token and each chosen expert among the
+    E local ones [local_expert_offset, local_expert_offset + E):
+    G1 = A @ W13[e]^T, C = silu(G1[I:]) * G1[:I], O = C @ W2[e]^T (A, W13, W2 dequantized: fp8
+    times one fp32 scale per 128 activation values or 128 x 128 weight block), and
+    out[t] = bf16(sum of the routing weight * O).
+    routing_logits [T, E_global] float32; routing_bias [E_global] bfloat16/float32;
+    hidden_states [T, H] float8_e4m3fn; hidden_states_scale [H / 128, T] float32;
+    gemm1_weights [E, 2I, H] float8_e4m3fn (I up rows, then I gate rows) and
+    gemm1_weights_scale [E, 2I / 128, H / 128] float32; gemm2_weights [E, H, I] float8_e4m3fn and
+    gemm2_weights_scale [E, H / 128, I / 128] float32; H and I multiples of 128.
+    On CUDA C reaches the second GEMM as `intermediate_terms` (1..3) fp8 terms (3: close to
+    fp32; 1: the usual fp8 requantisation, faster); the u8 workspace
+    (moe_fp8_block_scale_workspace_bytes) is allocated when None (pass one to keep the call free
+    of allocations, e.g. for CUDA-graph capture). CPU tensors take the fp32 reference.
+    out [T, H] bfloat16 is allocated when None. Returns out."""
+    op = "moe_fp8_block_scale"
+    _need_dims(op, "hidden_states", hidden_states, 2)
+    _need_dims(op, "gemm1_weights", gemm1_weights, 3)
+    tokens, hidden = _shape(hidden_states)
+    if out is None:
+        out = _convert.empty(hidden_states, (tokens, hidden), "bf16")
+    on_cuda = _convert.is_torch(hidden_states) and hidden_states.is_cuda
+    if workspace is None and on_cuda:
+        experts, rows = _shape(gemm1_weights)[0], _shape(gemm1_weights)[1]
+        size = moe_fp8_block_scale_workspace_bytes(
+            tokens, hidden, rows // 2, experts, n_group=n_group, topk_group=topk_group,
+            top_k=top_k, intermediate_terms=intermediate_terms)
+        workspace = _convert.empty(hidden_states, (size,), "u8")
+    c = _Call(op, stream)
+    c.run(c.tensor("routing_logits", routing_logits), c.tensor("routing_bias", routing_bias),
+          c.tensor("hidden_states", hidden_states),
+          c.tensor("hidden_states_scale", hidden_states_scale),
+          c.tensor("gemm1_weights", gemm1_weights),
+          c.tensor("gemm1_weights_scale", gemm1_weights_scale),
+          c.tensor("gemm2_weights", gemm2_weights),
+          c.tensor("gemm2_weights_scale", gemm2_weights_scale),
+          ctypes.c_int(int(local_expert_offset)), ctypes.c_float(float(routed_scaling_factor)),
+          ctypes.c_int(int(n_group)), ctypes.c_int(int(topk_group)), ctypes.c_int(int(top_k)),
+          ctypes.c_int(int(intermediate_terms)),
+          c.optional("workspace", workspace, writable=True), c.tensor("output", out, writable=True))
     return out

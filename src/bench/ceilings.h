@@ -1,5 +1,5 @@
-// `braidinfer bench ceilings`: the copy bandwidth, bf16 GEMM / GEMV rates and fixed launch costs
-// of the GPU in hand, against which every other benchmark is read.
+// `braidinfer bench ceilings`: the copy bandwidth, bf16 and fp8 GEMM rates, the bf16 GEMV rate and
+// fixed launch costs of the GPU in hand, against which every other benchmark is read.
 #pragma once
 
 #include <cstddef>
@@ -24,6 +24,7 @@ struct CeilingsPlan {
   TimingConfig copy_timing;
   std::vector<GemmShape> gemms;
   TimingConfig gemm_timing;
+  std::vector<GemmShape> fp8_gemms;  // cuBLASLt e4m3 x e4m3 -> bf16 (gemm_timing)
   GemmShape gemv;             // m = 1
   int gemv_min_sets;          // weight copies rotated at least
   TimingConfig gemv_timing;
@@ -37,7 +38,16 @@ CeilingsPlan ceilings_plan(bool quick);
 ResultRow gemm_row(const GemmShape& s, const Stats& stats, const std::string& timing);
 ResultRow gemv_row(const GemmShape& s, const Stats& stats, const std::string& timing, int sets);
 
-// copy ceiling = the fastest copy row; GEMM ceiling = the fastest gemm_bf16 row.
+// A GEMM of fp8 e4m3 a [m, k] and w [n, k] into bf16 out [m, n]: FLOPs 2mnk, bytes = a + w (1 B
+// each) + out (2 B). Bound::compute_fp8.
+ResultRow fp8_gemm_row(const GemmShape& s, const Stats& stats, const std::string& timing);
+// The row of an fp8 GEMM shape that could not be measured (cuBLASLt offered no algorithm, or the
+// call failed): no time (median 0, so no rate), the reason in its note. Never a made-up number.
+ResultRow fp8_gemm_failed_row(const GemmShape& s, const std::string& reason);
+inline constexpr const char* kFp8GemmRow = "gemm_fp8_e4m3";
+
+// copy ceiling = the fastest copy row; GEMM ceiling = the fastest gemm_bf16 row; fp8 GEMM ceiling
+// = the fastest measured gemm_fp8_e4m3 row.
 Ceilings ceilings_from_rows(const std::vector<ResultRow>& rows);
 
 // The short summary printed under the table: the ceilings and the launch costs.
@@ -56,6 +66,9 @@ void measure_copy_ceiling(bool quick, int device, const std::function<void(Resul
 // Likewise the bf16 GEMM rows alone (the plan's GEMM shapes through ops::gemm, no GEMV), for
 // benchmarks of compute-bound ops; ceilings_from_rows of them gives the GEMM ceiling.
 void measure_gemm_ceiling(bool quick, int device, const std::function<void(ResultRow)>& add);
+// Likewise the fp8 GEMM rows (the plan's fp8 shapes through cuBLASLt). A shape cuBLASLt cannot run
+// gives fp8_gemm_failed_row (the ceiling then stays 0: not measured) instead of an exception.
+void measure_fp8_gemm_ceiling(bool quick, int device, const std::function<void(ResultRow)>& add);
 
 // Measures everything in the plan on CUDA device `options.device` and returns the run, with
 // device info, ceilings and provenance filled in. Throws braid::Error (unsupported) without a

@@ -1,5 +1,6 @@
-// `braidinfer bench ceilings` on the GPU: copy bandwidth, bf16 GEMM / GEMV through ops::gemm,
-// and the fixed cost of a kernel launch (seed 000), in that order.
+// `braidinfer bench ceilings` on the GPU: copy bandwidth, bf16 GEMM / GEMV through ops::gemm, fp8
+// e4m3 GEMM through cuBLASLt (bench/fp8_gemm.h), and the fixed cost of a kernel launch (seed 000),
+// in that order.
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -8,6 +9,8 @@
 
 #include "bench/ceilings.h"
 #include "bench/device.h"
+#include "bench/fp8_fill.h"
+#include "bench/fp8_gemm.h"
 #include "bench/kernels.h"
 #include "braid/buffer.h"
 #include "braid/ops.h"
@@ -136,6 +139,50 @@ void measure_gemms(const CeilingsPlan& plan, const DeviceInfo& info, Device dev,
   add(gemv_row(plan.gemv, st, timing_label(cfg), cfg.sets));
 }
 
+// Rotating sets of fp8 a [m, k], w [n, k] and bf16 out [m, n]: normal values (std 1), far from
+// zero and from e4m3's range limits, as real operands after scaling are.
+GemmSets make_fp8_gemm_sets(const GemmShape& s, int sets, Device dev) {
+  GemmSets g;
+  for (int i = 0; i < sets; ++i) {
+    g.a.emplace_back(DType::f8e4m3, std::vector<int64_t>{s.m, s.k}, dev);
+    g.w.emplace_back(DType::f8e4m3, std::vector<int64_t>{s.n, s.k}, dev);
+    g.out.emplace_back(DType::bf16, std::vector<int64_t>{s.m, s.n}, dev);
+    fill_fp8_normal(g.a.back(), kSeed + 2 * i, 1.0f);
+    fill_fp8_normal(g.w.back(), kSeed + 2 * i + 1, 1.0f);
+    fill_bytes(g.out.back(), 0xFF);
+  }
+  return g;
+}
+
+size_t fp8_gemm_set_bytes(const GemmShape& s) {
+  return static_cast<size_t>(s.m * s.k + s.n * s.k + 2 * s.m * s.n);
+}
+
+// One row per fp8 shape; a shape cuBLASLt cannot run gives a row that says why (no time, no rate).
+void measure_fp8_gemm_rows(const CeilingsPlan& plan, const DeviceInfo& info, Device dev,
+                           const AddRow& add) {
+  for (const GemmShape& s : plan.fp8_gemms) {
+    TimingConfig cfg = plan.gemm_timing;
+    cfg.sets = rotating_sets(fp8_gemm_set_bytes(s), info.l2_bytes, 1);
+    ResultRow row;
+    try {
+      const GemmSets g = make_fp8_gemm_sets(s, cfg.sets, dev);
+      fp8_gemm(g.a[0], g.w[0], g.out[0], {});  // the plan, outside any timing
+      const Stats st = time_launches(
+          [&](int i, Stream st) { fp8_gemm(g.a[i], g.w[i], g.out[i], st); }, cfg);
+      for (const auto& out : g.out)
+        expect_written(out, fmt::format("fp8 gemm {}x{}x{}", s.m, s.n, s.k));
+      row = fp8_gemm_row(s, st, timing_label(cfg));
+      row.note += (row.note.empty() ? "" : "; ") +
+                  fp8_gemm_plan_description(g.a[0], g.w[0], g.out[0]);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::unsupported && e.kind() != ErrorKind::cublas) throw;
+      row = fp8_gemm_failed_row(s, e.what());
+    }
+    add(std::move(row));
+  }
+}
+
 void measure_launch_costs(const CeilingsPlan& plan, Device dev, const AddRow& add) {
   OwnedTensor in(DType::i32, {1}, dev), out(DType::i32, {1}, dev);
   fill_bytes(in, 0x01);  // in[0] = 0x01010101
@@ -187,6 +234,14 @@ void measure_gemm_ceiling(bool quick, int device, const std::function<void(Resul
   cuda_allocator::empty_cache();
 }
 
+void measure_fp8_gemm_ceiling(bool quick, int device, const std::function<void(ResultRow)>& add) {
+  std::string reason;
+  const auto info = query_device(device, &reason);
+  if (!info) throw Error(ErrorKind::unsupported, "bench fp8 gemm ceiling: " + reason);
+  measure_fp8_gemm_rows(ceilings_plan(quick), *info, Device::cuda(device), add);
+  cuda_allocator::empty_cache();
+}
+
 Report run_ceilings(const CeilingsOptions& options) {
   std::string reason;
   const auto info = query_device(options.device, &reason);
@@ -205,6 +260,8 @@ Report run_ceilings(const CeilingsOptions& options) {
   measure_copies(plan, dev, add);
   cuda_allocator::empty_cache();
   measure_gemms(plan, *info, dev, add);
+  cuda_allocator::empty_cache();
+  measure_fp8_gemm_rows(plan, *info, dev, add);
   cuda_allocator::empty_cache();
   measure_launch_costs(plan, dev, add);
   cuda_allocator::empty_cache();

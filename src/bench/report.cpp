@@ -63,8 +63,17 @@ std::optional<double> percent_of_ceiling(const ResultRow& r, const Ceilings& c) 
   } else if (r.bound == Bound::compute) {
     auto v = achieved_tflops(r);
     if (v && c.gemm_tflops > 0) return 100.0 * *v / c.gemm_tflops;
+  } else if (r.bound == Bound::compute_fp8) {
+    auto v = achieved_tflops(r);
+    if (v && c.fp8_gemm_tflops > 0) return 100.0 * *v / c.fp8_gemm_tflops;
   }
   return std::nullopt;
+}
+
+Ceilings fp8_ceilings(const Ceilings& c) {
+  Ceilings f = c;
+  f.gemm_tflops = c.fp8_gemm_tflops;
+  return f;
 }
 
 const char* roofline_name(Roofline r) {
@@ -143,6 +152,7 @@ const char* bound_name(Bound b) {
     case Bound::none: return "none";
     case Bound::memory: return "memory";
     case Bound::compute: return "compute";
+    case Bound::compute_fp8: return "compute_fp8";
   }
   return "none";
 }
@@ -224,8 +234,9 @@ Bound bound_from_name(const std::string& s, const std::string& path) {
   if (s == "none") return Bound::none;
   if (s == "memory") return Bound::memory;
   if (s == "compute") return Bound::compute;
-  throw Error(ErrorKind::io, fmt::format("bench json: field '{}.bound': expected none, memory "
-                                         "or compute, got \"{}\"", path, s));
+  if (s == "compute_fp8") return Bound::compute_fp8;
+  throw Error(ErrorKind::io, fmt::format("bench json: field '{}.bound': expected none, memory, "
+                                         "compute or compute_fp8, got \"{}\"", path, s));
 }
 
 DeviceInfo device_from_json(const nlohmann::json& j) {
@@ -294,7 +305,8 @@ nlohmann::json to_json(const Report& run) {
           {"device", run.has_device ? device_json(run.device) : nlohmann::json(nullptr)},
           {"ceilings",
            {{"copy_gbps", positive(run.ceilings.copy_gbps)},
-            {"gemm_tflops", positive(run.ceilings.gemm_tflops)}}},
+            {"gemm_tflops", positive(run.ceilings.gemm_tflops)},
+            {"fp8_gemm_tflops", positive(run.ceilings.fp8_gemm_tflops)}}},
           {"rows", rows}};
 }
 
@@ -315,6 +327,9 @@ Report report_from_json(const nlohmann::json& j) {
   const auto& ceil = field(j, "", "ceilings");
   run.ceilings.copy_gbps = get_number_or_null(ceil, "ceilings", "copy_gbps");
   run.ceilings.gemm_tflops = get_number_or_null(ceil, "ceilings", "gemm_tflops");
+  // Absent in results from before the fp8 ceiling existed: "not measured".
+  if (ceil.contains("fp8_gemm_tflops"))
+    run.ceilings.fp8_gemm_tflops = get_number_or_null(ceil, "ceilings", "fp8_gemm_tflops");
   const auto& rows = field(j, "", "rows");
   if (!rows.is_array()) bad_json("rows", "an array", &rows);
   for (size_t i = 0; i < rows.size(); ++i) {

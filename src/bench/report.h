@@ -39,8 +39,9 @@ std::string cublas_version_string(int v);
 // Several lines describing the device, for `braidinfer info` and report headers.
 std::string describe_device(const DeviceInfo& d);
 
-// Which ceiling a row is measured against.
-enum class Bound { none, memory, compute };
+// Which ceiling a row is measured against: compute = the bf16 GEMM ceiling, compute_fp8 = the
+// fp8 e4m3 GEMM ceiling (rows of fp8 tensor-core work).
+enum class Bound { none, memory, compute, compute_fp8 };
 
 struct ResultRow {
   std::string name;    // "gemm_bf16"
@@ -60,8 +61,12 @@ std::optional<double> achieved_tflops(const ResultRow& r);
 // Ceilings measured in the same run (0 = not measured).
 struct Ceilings {
   double copy_gbps = 0;
-  double gemm_tflops = 0;
+  double gemm_tflops = 0;      // bf16 GEMM
+  double fp8_gemm_tflops = 0;  // fp8 e4m3 GEMM (cuBLASLt, bf16 out, fp32 accumulation)
 };
+// The same ceilings with the fp8 GEMM rate standing in for the GEMM ceiling: the ridge point and
+// roofline class of fp8 work (roofline_class(flops, bytes, fp8_ceilings(c))).
+Ceilings fp8_ceilings(const Ceilings& c);
 
 // Achieved rate as a percentage of the ceiling for the row's bound; nullopt when either is
 // unknown.

@@ -29,4 +29,42 @@ void router_outputs(const char* op, int64_t tokens, int k, const Tensor& topk_we
   check::contiguous(op, "topk_ids", topk_ids);
 }
 
+void expert_offsets_values(const char* op, const Tensor& offsets, int64_t experts, int64_t m) {
+  const int32_t* o = offsets.ptr<int32_t>();
+  auto bad = [&](const std::string& expected, int64_t i) {
+    check::fail(ErrorKind::invalid_argument, op, "expert_offsets", expected,
+                "expert_offsets[" + std::to_string(i) + "] = " + std::to_string(o[i]));
+  };
+  if (o[0] < 0) bad("offsets[0] >= 0", 0);
+  for (int64_t e = 0; e < experts; ++e)
+    if (o[e + 1] < o[e]) bad("non-decreasing offsets", e + 1);
+  if (o[experts] > m) bad("offsets[E] <= " + std::to_string(m) + " (the rows of x)", experts);
+}
+
+void fp8_scales(const char* op, const char* arg, const Tensor& scales, int64_t blocks,
+                int64_t rows) {
+  check::defined(op, arg, scales);
+  check::dtype_eq(op, arg, scales, DType::f32);
+  check::shape_eq(op, arg, scales, {blocks, rows});
+  check::rows(op, arg, scales);
+  if (blocks > 1 && scales.strides[0] < rows)
+    check::fail(ErrorKind::shape, op, arg, "a row stride >= " + std::to_string(rows),
+                "row stride " + std::to_string(scales.strides[0]));
+}
+
+int64_t fp8_terms(const char* op, const char* arg, const Tensor& t, int64_t k,
+                  const std::string& k_meaning) {
+  check::defined(op, arg, t);
+  check::dtype_eq(op, arg, t, DType::f8e4m3);
+  check::ndim_eq(op, arg, t, 2);
+  check::rows(op, arg, t);
+  const int64_t width = t.shape[1];
+  if (k < 1 || width % k != 0 || width / k < 1 || width / k > kFp8MaxTerms)
+    check::fail(ErrorKind::shape, op, arg,
+                "[rows, terms * " + std::to_string(k) + "] (" + k_meaning + ") with 1 <= terms <= " +
+                    std::to_string(kFp8MaxTerms),
+                shape_string(t));
+  return width / k;
+}
+
 }  // namespace braid::ops::moe_check

@@ -1,8 +1,10 @@
-// Pieces the MoE ops share on the host: the routers' argument checks, and the chunking of
-// moe_permute that its workspace size and its CUDA kernels both depend on.
+// Pieces the MoE ops share on the host: the routers' argument checks, the grouped GEMMs' offsets
+// check, the FP8 block-scale operands' checks, and the chunking of moe_permute that its workspace
+// size and its CUDA kernels both depend on.
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "braid/tensor.h"
 
@@ -18,5 +20,19 @@ int64_t router_logits(const char* op, const Tensor& logits);
 // both contiguous.
 void router_outputs(const char* op, int64_t tokens, int k, const Tensor& topk_weights,
                     const Tensor& topk_ids);
+
+// A grouped GEMM's expert_offsets values: offsets[0] >= 0, non-decreasing, offsets[E] <= m. Only
+// the CPU can read them; CUDA trusts them (checking would need a host synchronisation) and its
+// kernels clamp them to [0, m] so that bad ones cannot send stores outside y.
+void expert_offsets_values(const char* op, const Tensor& offsets, int64_t experts, int64_t m);
+
+// FP8 block scales (kFp8Block values of a row per scale), stored transposed: [blocks, rows] f32,
+// rows, with a row stride of at least `rows` (so that the rows of the scales do not overlap).
+void fp8_scales(const char* op, const char* arg, const Tensor& scales, int64_t blocks, int64_t rows);
+
+// An fp8 operand holding terms of width k side by side: [rows, terms * k] f8e4m3, rows, with
+// 1 <= terms <= kFp8MaxTerms. Returns terms; `k_meaning` says where k comes from in the message.
+int64_t fp8_terms(const char* op, const char* arg, const Tensor& t, int64_t k,
+                  const std::string& k_meaning);
 
 }  // namespace braid::ops::moe_check

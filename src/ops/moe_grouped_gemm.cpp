@@ -6,29 +6,12 @@
 #include "core/device_guard.h"
 #include "ops/check.h"
 #include "ops/cpu/cpu_ops.h"
+#include "ops/moe_check.h"
 #if BRAID_WITH_CUDA
 #include "ops/cuda/cuda_ops.h"
 #endif
 
 namespace braid::ops {
-
-namespace {
-
-// The CPU can read the offsets; CUDA trusts them (checking would need a host synchronisation)
-// and only clamps them to [0, M] so that bad ones cannot send stores outside y.
-void check_offsets(const char* op, const Tensor& offsets, int64_t experts, int64_t m) {
-  const int32_t* o = offsets.ptr<int32_t>();
-  auto bad = [&](const std::string& expected, int64_t i) {
-    check::fail(ErrorKind::invalid_argument, op, "expert_offsets", expected,
-                "expert_offsets[" + std::to_string(i) + "] = " + std::to_string(o[i]));
-  };
-  if (o[0] < 0) bad("offsets[0] >= 0", 0);
-  for (int64_t e = 0; e < experts; ++e)
-    if (o[e + 1] < o[e]) bad("non-decreasing offsets", e + 1);
-  if (o[experts] > m) bad("offsets[E] <= " + std::to_string(m) + " (the rows of x)", experts);
-}
-
-}  // namespace
 
 void moe_grouped_gemm(const Tensor& x, const Tensor& w, const Tensor& expert_offsets,
                       MoeActivation activation, const Tensor& y, Stream stream) {
@@ -75,7 +58,7 @@ void moe_grouped_gemm(const Tensor& x, const Tensor& w, const Tensor& expert_off
       op, {{"x", &x}, {"w", &w}, {"expert_offsets", &expert_offsets}, {"y", &y}});
   if (m == 0) return;
   if (dev.is_cpu()) {
-    check_offsets(op, expert_offsets, experts, m);
+    moe_check::expert_offsets_values(op, expert_offsets, experts, m);
     return cpu::moe_grouped_gemm(x, w, expert_offsets, activation, y);
   }
 #if BRAID_WITH_CUDA

@@ -38,6 +38,19 @@ TEST(BenchCeilings, FullPlanMatchesTheBrief) {
     EXPECT_NO_THROW(validate(*c));
 }
 
+TEST(BenchCeilings, Fp8PlanTakesTheBestOfTwoBigShapes) {
+  const CeilingsPlan p = ceilings_plan(false);
+  ASSERT_EQ(p.fp8_gemms.size(), 2u);
+  EXPECT_EQ(p.fp8_gemms[0].m, 8192);
+  EXPECT_EQ(p.fp8_gemms[0].n, 8192);
+  EXPECT_EQ(p.fp8_gemms[0].k, 8192);
+  EXPECT_EQ(p.fp8_gemms[1].n, 4096);  // seed 003's first expert GEMM: N = 2I, K = H
+  EXPECT_EQ(p.fp8_gemms[1].k, 7168);
+  for (const GemmShape& s : p.fp8_gemms) EXPECT_EQ(s.k % 16, 0);  // cuBLASLt fp8 needs it
+  ASSERT_EQ(ceilings_plan(true).fp8_gemms.size(), 1u);
+  EXPECT_LT(ceilings_plan(true).fp8_gemms[0].m, 8192);
+}
+
 TEST(BenchCeilings, QuickPlanIsSmallerAndValid) {
   const CeilingsPlan full = ceilings_plan(false), quick = ceilings_plan(true);
   EXPECT_LT(quick.copy_bytes, full.copy_bytes);
@@ -75,6 +88,27 @@ TEST(BenchCeilings, GemmAndGemvRowsCountFlopsAndBytes) {
   EXPECT_NEAR(*achieved_gbps(v), 1880.0, 5.0);  // ANCHORS: 48.0 us, 1.88 TB/s
 }
 
+TEST(BenchCeilings, Fp8GemmRowsCountOneBytePerOperandAndFailuresHaveNoRate) {
+  const ResultRow r = fp8_gemm_row({8192, 8192, 8192, "peer"}, median_only(800.0), "b2b");
+  EXPECT_EQ(r.name, kFp8GemmRow);
+  EXPECT_EQ(r.bound, Bound::compute_fp8);
+  EXPECT_DOUBLE_EQ(r.flops, 2.0 * 8192 * 8192 * 8192);
+  EXPECT_DOUBLE_EQ(r.bytes, 8192.0 * 8192 * (1 + 1 + 2));
+  EXPECT_NEAR(*achieved_tflops(r), 1374.4, 0.1);
+
+  const ResultRow f = fp8_gemm_failed_row({8192, 4096, 7168, ""}, "cuBLASLt has no algorithm");
+  EXPECT_FALSE(achieved_tflops(f).has_value());
+  EXPECT_NE(f.note.find("cuBLASLt has no algorithm"), std::string::npos);
+  EXPECT_EQ(ceilings_from_rows({f}).fp8_gemm_tflops, 0.0);  // not measured, not a made-up number
+  const Ceilings c = ceilings_from_rows({f, r});
+  EXPECT_NEAR(c.fp8_gemm_tflops, 1374.4, 0.1);
+  EXPECT_EQ(c.gemm_tflops, 0.0);  // an fp8 row never stands in for the bf16 ceiling
+  // % of ceiling of an fp8 row is read against the fp8 ceiling.
+  Ceilings both = c;
+  both.gemm_tflops = 700;
+  EXPECT_NEAR(*percent_of_ceiling(r, both), 100.0, 1e-9);
+}
+
 Report measured_run() {
   Report run;
   run.has_device = true;
@@ -110,6 +144,21 @@ TEST(BenchCeilings, CeilingsAreTheBestCopyAndTheBestGemm) {
   EXPECT_EQ(ceilings_from_rows({}).copy_gbps, 0.0);
 }
 
+TEST(BenchCeilings, SummaryStatesTheFp8CeilingOrWhyItIsMissing) {
+  Report run = measured_run();
+  run.rows.push_back(fp8_gemm_row({1000, 1000, 1000, ""}, median_only(1.0), "b2b"));  // 2000 TF/s
+  run.ceilings = ceilings_from_rows(run.rows);
+  EXPECT_NE(ceilings_summary(run).find("fp8 e4m3 GEMM        2000.0 TFLOP/s (2.86x bf16)"),
+            std::string::npos)
+      << ceilings_summary(run);
+  Report failed = measured_run();
+  failed.rows.push_back(fp8_gemm_failed_row({64, 64, 64, ""}, "no algorithm here"));
+  failed.ceilings = ceilings_from_rows(failed.rows);
+  const std::string s = ceilings_summary(failed);
+  EXPECT_NE(s.find("fp8 e4m3 GEMM        -"), std::string::npos) << s;
+  EXPECT_NE(s.find("no algorithm here"), std::string::npos) << s;
+}
+
 TEST(BenchCeilings, SummaryStatesCeilingsAndLaunchCosts) {
   const std::string s = ceilings_summary(measured_run());
   for (const char* frag : {"on Test GPU", "3.00 TB/s", "700.0 TFLOP/s", "1.80 TB/s",
@@ -133,8 +182,8 @@ TEST(BenchCeilingsGpu, QuickRunMeasuresEveryRow) {
   ASSERT_TRUE(run.has_device);
   EXPECT_GT(run.device.sm_count, 0);
   EXPECT_GT(run.device.l2_bytes, 0u);
-  // 2 copies, 1 GEMM, 1 GEMV, 2 kernels x 3 modes.
-  EXPECT_EQ(run.rows.size(), 10u);
+  // 2 copies, 1 GEMM, 1 GEMV, 1 fp8 GEMM, 2 kernels x 3 modes.
+  EXPECT_EQ(run.rows.size(), 11u);
   EXPECT_EQ(seen, static_cast<int>(run.rows.size()));
   for (const ResultRow& r : run.rows) {
     SCOPED_TRACE(r.name + " " + r.timing);
@@ -146,6 +195,8 @@ TEST(BenchCeilingsGpu, QuickRunMeasuresEveryRow) {
   }
   EXPECT_GT(run.ceilings.copy_gbps, 0.0);
   EXPECT_GT(run.ceilings.gemm_tflops, 0.0);
+  // Hopper's cuBLASLt runs fp8 e4m3 "TN": the quick shape must have a rate.
+  EXPECT_GT(run.ceilings.fp8_gemm_tflops, 0.0);
   EXPECT_EQ(to_json(report_from_json(to_json(run))), to_json(run));
 }
 

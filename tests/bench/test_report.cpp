@@ -132,6 +132,30 @@ TEST(BenchReport, JsonHoldsEveryField) {
   EXPECT_TRUE(empty["percent_of_ceiling"].is_null());
 }
 
+TEST(BenchReport, Fp8RowsAndCeilingRoundTrip) {
+  Report run = synthetic_run();
+  run.ceilings.fp8_gemm_tflops = 1400.0;
+  run.rows.push_back({"gemm_fp8_e4m3", "m=8192 n=8192 k=8192", "back_to_back x5",
+                      stats(700.0, 690.0, 720.0), 4.0 * 8192.0 * 8192, 2.0 * 8192.0 * 8192 * 8192,
+                      Bound::compute_fp8, ""});
+  const nlohmann::json j = to_json(run);
+  EXPECT_DOUBLE_EQ(j["ceilings"]["fp8_gemm_tflops"].get<double>(), 1400.0);
+  EXPECT_EQ(j["rows"].back()["bound"], "compute_fp8");
+  // 1571 TFLOP/s against the fp8 ceiling, not the bf16 one.
+  EXPECT_NEAR(j["rows"].back()["percent_of_ceiling"].get<double>(),
+              100.0 * 2.0 * 8192.0 * 8192 * 8192 / 700.0 / 1e6 / 1400.0, 1e-6);
+  const Report back = report_from_json(j);
+  EXPECT_EQ(back.ceilings.fp8_gemm_tflops, 1400.0);
+  EXPECT_EQ(back.rows.back().bound, Bound::compute_fp8);
+  EXPECT_EQ(to_json(back), j);
+  // Results from before the fp8 ceiling: the field is absent, read as "not measured".
+  nlohmann::json old = j;
+  old["ceilings"].erase("fp8_gemm_tflops");
+  EXPECT_EQ(report_from_json(old).ceilings.fp8_gemm_tflops, 0.0);
+  // fp8_ceilings puts the fp8 rate in the GEMM slot: the ridge of fp8 work.
+  EXPECT_DOUBLE_EQ(ridge_flop_per_byte(fp8_ceilings(run.ceilings)), 1400.0 * 1e3 / 3000.0);
+}
+
 TEST(BenchReport, JsonWithoutDeviceOrCeilingsUsesNull) {
   Report run;
   run.suite = "x";

@@ -2,7 +2,8 @@
 # The one script run on the GPU machine: environment, build (or a carried build), GPU tests,
 # Python tests, the ceilings benchmark, the engine's decode speed and (ATTENTION=1) the attention
 # benchmarks. Logs and JSON go to $OUT (default ./device-out): env.log build.log tests.log
-# gtest.json pytest.log ceilings.log ceilings.json generate.log (+ 4 attention files, + 4 MoE files).
+# gtest.json pytest.log ceilings.log ceilings.json generate.log (+ 4 attention files, + 4 MoE files,
+# + 4 FP8 MoE files).
 # The build needs PCRE2 and utf8proc headers, which the lent GPU machine lacks: build here and
 # carry it (tools/device/pack-build.sh, then BUILD_DIR=.device/build).
 # Every step runs even when an earlier one failed (steps that need the build are skipped if it
@@ -23,6 +24,12 @@
 #                     compare_moe.{log,json}; packed the same way past 8 files)
 #   MOE_ARGS          extra arguments for `bench moe` (e.g. --quick, --shape qwen3, --skew)
 #   COMPARE_MOE_ARGS  extra arguments for `compare moe` (e.g. --quick, --shape seed001)
+#   MOE_FP8=1         also `bench moe-fp8` and `python -m braidinfer.compare moe-fp8` (the FP8
+#                     block-scale MoE: seed 003's definition and seed 001's layer in fp8;
+#                     moe_fp8.{log,json}, compare_moe_fp8.{log,json}; packed past 8 files)
+#   MOE_FP8_ARGS      extra arguments for `bench moe-fp8` (e.g. --quick, --shape seed003,
+#                     --terms 3, --tokens 4096)
+#   COMPARE_MOE_FP8_ARGS  extra arguments for `compare moe-fp8` (e.g. --quick, --shape seed001)
 #   BRAID_GIT_COMMIT  commit recorded in the JSON when the tree travels without .git
 # shellcheck disable=SC2317  # the step functions are called indirectly, through run_step
 set -euo pipefail
@@ -150,6 +157,23 @@ compare_moe() {
     tee "$OUT/compare_moe.log"
 }
 
+# The FP8 block-scale MoE: seed 003's definition (moe_fp8_block_scale and its pipeline of public
+# ops, per step, against the floor from the copy and fp8 GEMM ceilings of the run) and seed 001's
+# layer with fp8 experts (against the bf16 layer, dense cuBLASLt fp8 and seed 001's targets); then
+# the same beside the torch reference and torch._scaled_grouped_mm in one process.
+bench_moe_fp8() {
+  # shellcheck disable=SC2086  # MOE_FP8_ARGS is a list of flags
+  "$BIN/braidinfer" bench moe-fp8 --json "$OUT/moe_fp8.json" ${MOE_FP8_ARGS:-} 2>&1 |
+    tee "$OUT/moe_fp8.log"
+}
+
+compare_moe_fp8() {
+  # shellcheck disable=SC2086  # COMPARE_MOE_FP8_ARGS is a list of flags
+  BRAIDINFER_LIBRARY="$BIN/libbraid.so" PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}" \
+    python3 -m braidinfer.compare moe-fp8 --json "$OUT/compare_moe_fp8.json" \
+    ${COMPARE_MOE_FP8_ARGS:-} 2>&1 | tee "$OUT/compare_moe_fp8.log"
+}
+
 ceilings() {
   # shellcheck disable=SC2086  # CEILINGS_ARGS is a list of flags
   "$BIN/braidinfer" bench ceilings --json "$OUT/ceilings.json" ${CEILINGS_ARGS:-} 2>&1 |
@@ -186,6 +210,10 @@ if [[ -x "$BIN/braidinfer" && -x "$BIN/tests/braid_tests" ]]; then
   if [[ "${MOE:-0}" == 1 ]]; then
     run_step "bench moe" bench_moe
     run_step "compare moe" compare_moe
+  fi
+  if [[ "${MOE_FP8:-0}" == 1 ]]; then
+    run_step "bench moe-fp8" bench_moe_fp8
+    run_step "compare moe-fp8" compare_moe_fp8
   fi
 else
   FAILED=1

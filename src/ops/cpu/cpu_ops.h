@@ -33,6 +33,27 @@ void moe_gather(const Tensor& x, const Tensor& sorted_pairs, int k, const Tensor
 void moe_combine(const Tensor& ys, const Tensor& pair_rows, const Tensor& topk_weights,
                  const Tensor& out);
 
+// FP8 block scale (moe_fp8.cpp). fp8_quantize_block quantizes one row's block of kFp8Block fp32
+// values v into `terms` terms exactly as moe_fp8_quantize defines it: term t's codes go to
+// q[t * term_stride + j], its scale to scale[t * scale_stride]. moe_grouped_gemm_fp8 quantizes an
+// fp8 y with it too.
+void fp8_quantize_block(const float* v, int terms, uint8_t* q, int64_t term_stride, float* scale,
+                        int64_t scale_stride);
+void moe_fp8_quantize(const Tensor& x, const Tensor& q, const Tensor& q_scale);
+void moe_gather_fp8(const Tensor& x, const Tensor& x_scale, const Tensor& sorted_pairs, int k,
+                    const Tensor& xs, const Tensor& xs_scale);
+void moe_grouped_gemm_fp8(const Tensor& x, const Tensor& x_scale, const Tensor& w,
+                          const Tensor& w_scale, const Tensor& expert_offsets,
+                          ops::MoeActivation activation, const Tensor& y, const Tensor& y_scale);
+// moe_fp8_block_scale: seed 003's definition in fp32 (the intermediate stays fp32, so
+// options.intermediate_terms does not apply), GEMM sums in fp64.
+void moe_fp8_block_scale(const Tensor& routing_logits, const Tensor& routing_bias,
+                         const Tensor& hidden_states, const Tensor& hidden_states_scale,
+                         const Tensor& gemm1_weights, const Tensor& gemm1_weights_scale,
+                         const Tensor& gemm2_weights, const Tensor& gemm2_weights_scale,
+                         int local_expert_offset, float routed_scaling_factor,
+                         const ops::MoeFp8Options& options, const Tensor& output);
+
 void kv_append(const Tensor& k, const Tensor& v, const Tensor& slots, const Tensor& k_pages,
                const Tensor& v_pages);
 

@@ -52,6 +52,22 @@ void moe_permute(const Tensor& topk_ids, int num_experts, const Tensor& expert_o
 void moe_gather(const Tensor& x, const Tensor& sorted_pairs, int k, const Tensor& xs, Stream stream);
 void moe_combine(const Tensor& ys, const Tensor& pair_rows, const Tensor& topk_weights,
                  const Tensor& out, Stream stream);
+void moe_fp8_quantize(const Tensor& x, const Tensor& q, const Tensor& q_scale, Stream stream);
+void moe_gather_fp8(const Tensor& x, const Tensor& x_scale, const Tensor& sorted_pairs, int k,
+                    const Tensor& xs, const Tensor& xs_scale, Stream stream);
+void moe_grouped_gemm_fp8(const Tensor& x, const Tensor& x_scale, const Tensor& w,
+                          const Tensor& w_scale, const Tensor& expert_offsets,
+                          ops::MoeActivation activation, const Tensor& y, const Tensor& y_scale,
+                          Stream stream);
+// moe_fp8_block_scale: route -> permute -> gather -> GEMM1 (SwiGLU, fp8 terms) -> GEMM2 ->
+// combine, in the u8 workspace (ops/moe_fp8_block_scale_layout.h).
+void moe_fp8_block_scale(const Tensor& routing_logits, const Tensor& routing_bias,
+                         const Tensor& hidden_states, const Tensor& hidden_states_scale,
+                         const Tensor& gemm1_weights, const Tensor& gemm1_weights_scale,
+                         const Tensor& gemm2_weights, const Tensor& gemm2_weights_scale,
+                         int local_expert_offset, float routed_scaling_factor,
+                         const ops::MoeFp8Options& options, const Tensor& workspace,
+                         const Tensor& output, Stream stream);
 
 void kv_append(const Tensor& k, const Tensor& v, const Tensor& slots, const Tensor& k_pages,
                const Tensor& v_pages, Stream stream);

@@ -26,23 +26,27 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
 
 bool make_tma_map_rows_heads(CUtensorMap* map, DType dtype, const void* base, int64_t rows,
                              int64_t heads, int64_t cols, int64_t row_stride, int box_rows) {
-  constexpr int64_t kElem = 2;
-  if (dtype != DType::f16 && dtype != DType::bf16) return false;
-  if ((reinterpret_cast<uintptr_t>(base) & 15u) != 0 || (row_stride * kElem) % 16 != 0) return false;
+  CUtensorMapDataType type{};
+  if (dtype == DType::bf16) type = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  else if (dtype == DType::f16) type = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  else if (dtype == DType::f8e4m3) type = CU_TENSOR_MAP_DATA_TYPE_UINT8;  // bytes to TMA
+  else return false;
+  const int64_t elem = static_cast<int64_t>(dtype_size(dtype));
+  if ((reinterpret_cast<uintptr_t>(base) & 15u) != 0 || (row_stride * elem) % 16 != 0) return false;
   if (rows <= 0 || rows > (int64_t{1} << 31) || box_rows < 1 || box_rows > 256) return false;
   const auto encode = encode_tiled();
   if (!encode) return false;
   const cuuint64_t dims[3] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(heads),
                               static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(cols * kElem),
-                                 static_cast<cuuint64_t>(row_stride * kElem)};
-  const cuuint32_t box[3] = {64, 1, static_cast<cuuint32_t>(box_rows)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(cols * elem),
+                                 static_cast<cuuint64_t>(row_stride * elem)};
+  const cuuint32_t box[3] = {static_cast<cuuint32_t>(128 / elem), 1,
+                             static_cast<cuuint32_t>(box_rows)};
   const cuuint32_t element_strides[3] = {1, 1, 1};
-  const CUresult r = encode(
-      map, dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-      3, const_cast<void*>(base), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult r = encode(map, type, 3, const_cast<void*>(base), dims, strides, box,
+                            element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS;
 }
 

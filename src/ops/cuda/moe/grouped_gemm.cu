@@ -2,7 +2,8 @@
 // simple kernel, correct for every dtype, stride and size and meant for those leftovers (f32,
 // K < 64 or not a multiple of 8, devices without sm_90a): one thread per output element, a warp
 // on 32 consecutive columns of one row, each row's expert found by binary search in the offsets.
-// BRAID_GROUPED_GEMM_SM90=0 forces the simple kernel (for comparison and for testing it on H100).
+// BRAID_GROUPED_GEMM_SM90=0 forces the simple kernel, here and for the FP8 grouped GEMM (for
+// comparison and for testing it on H100).
 #include <cstdlib>
 #include <string>
 
@@ -11,6 +12,7 @@
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/launch_util.h"
 #include "ops/cuda/moe/grouped_gemm_sm90.h"
+#include "ops/cuda/moe/tile_schedule.cuh"
 
 namespace braid::cuda {
 
@@ -27,18 +29,6 @@ struct SimpleArgs {
   int experts, w_rows, out_cols;
 };
 
-// The expert whose rows hold row r, or -1 past offsets[E] (offsets are non-decreasing).
-__device__ int expert_of_row(const int32_t* offsets, int experts, int64_t r) {
-  if (r < offsets[0] || r >= offsets[experts]) return -1;
-  int lo = 0, hi = experts - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (offsets[mid] <= r) lo = mid;
-    else hi = mid - 1;
-  }
-  return lo;
-}
-
 template <typename T>
 __device__ float dot_row(const T* a, const T* b, int64_t k) {
   float s = 0.0f;
@@ -51,7 +41,7 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock) grouped_gemm_simple_kernel
   const int col = blockIdx.x * 32 + threadIdx.x % 32;
   for (int64_t r = int64_t{blockIdx.y} * kRowsPerBlock + threadIdx.x / 32; r < a.m;
        r += int64_t{gridDim.y} * kRowsPerBlock) {
-    const int e = expert_of_row(a.offsets, a.experts, r);
+    const int e = moe_tiles::expert_of_row(a.offsets, a.experts, r);
     if (e < 0 || col >= a.out_cols) continue;
     const T* xr = static_cast<const T*>(a.x) + r * a.x_stride;
     const T* wr = static_cast<const T*>(a.w) + (int64_t{e} * a.w_rows + col) * a.k;
@@ -61,7 +51,9 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock) grouped_gemm_simple_kernel
   }
 }
 
-bool use_sm90_grouped_gemm() {
+}  // namespace
+
+bool grouped_gemm::use_sm90() {
   static const bool use = [] {
     const char* e = std::getenv("BRAID_GROUPED_GEMM_SM90");
     return !(e && std::string(e) == "0") && device_runs_sm90a();
@@ -69,13 +61,11 @@ bool use_sm90_grouped_gemm() {
   return use;
 }
 
-}  // namespace
-
 void moe_grouped_gemm(const Tensor& x, const Tensor& w, const Tensor& expert_offsets,
                       ops::MoeActivation activation, const Tensor& y, Stream stream) {
   auto s = static_cast<cudaStream_t>(stream.handle);
   const bool swiglu = activation == ops::MoeActivation::swiglu;
-  if (use_sm90_grouped_gemm()) {
+  if (grouped_gemm::use_sm90()) {
     if (x.dtype == DType::bf16 && grouped_gemm::launch_sm90_bf16(x, w, expert_offsets, swiglu, y, s))
       return;
     if (x.dtype == DType::f16 && grouped_gemm::launch_sm90_f16(x, w, expert_offsets, swiglu, y, s))

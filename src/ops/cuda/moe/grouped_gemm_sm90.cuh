@@ -7,11 +7,8 @@
 //   warpgroups 1-2 consumers, 64 rows of the 128-row tile each: per slice, four wgmma m64n256k16
 //                  (both operands K-major in shared memory), one group left in flight while the
 //                  next slice is waited for; then the epilogue from registers to global memory.
-// A tile is (expert, row tile, column tile). The expert sizes are only on the device, so every
-// block first turns expert_offsets into a table of each expert's first tile (a warp-wide scan),
-// then the persistent blocks take tiles blockIdx.x, + gridDim.x, ... and find a tile's expert by
-// binary search. Within an expert the tiles go in bands of row tiles (kBandTiles), so that the
-// blocks running at once share x rows and weight rows in L2.
+// The persistent blocks take tiles (expert, row tile, column tile) in the order of
+// tile_schedule.cuh, in bands of kBandTiles row tiles.
 // SwiGLU: the tile's B is 128 gate rows and the 128 matching up rows (two TMA boxes), so gate
 // column j and up column j land in the same thread's accumulators (columns j and j + 128) and the
 // epilogue writes h = silu(g) * u, 128 columns wide.
@@ -33,6 +30,7 @@
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/hopper.cuh"
 #include "ops/cuda/launch_util.h"
+#include "ops/cuda/moe/tile_schedule.cuh"
 #include "ops/cuda/tma_map.h"
 #include "ops/cuda/wgmma.cuh"
 
@@ -60,76 +58,17 @@ constexpr int kProducerRegs = 40, kConsumerRegs = 232;
 struct Params {
   CUtensorMap a;  // x: (K, 1, M), boxes of 64 x 1 x 128
   CUtensorMap b;  // w: (K, 1, E * w_rows), boxes of 64 x 1 x 128
-  const int32_t* offsets;
-  int m_rows;  // rows of x and y
+  moe_tiles::Shape shape;
   void* y;
   int64_t y_stride;  // elements
-  int experts;
   int w_rows;    // rows of w per expert: N, or 2 I for SwiGLU
   int out_cols;  // N, or I for SwiGLU
   int k_slices;  // ceil(K / 64)
-  int n_tiles;   // column tiles per expert
 };
 
-// Where each expert's rows and tiles start; [E] holds the totals.
-struct Schedule {
-  int row_start[ops::kMoeMaxExperts + 1];
-  int tile_start[ops::kMoeMaxExperts + 1];
-};
-
-struct Tile {
-  int expert, row0, row_end, n;
-};
-
-// An offset clamped to [0, M]: offsets are trusted on CUDA, but bad ones must not send stores
-// outside y.
-__device__ __forceinline__ int clamped_offset(const Params& p, int e) {
-  return min(max(p.offsets[e], 0), p.m_rows);
-}
-
-// Built by one warp: 32 experts per step, an inclusive warp scan of their tile counts.
-__device__ __forceinline__ void build_schedule(const Params& p, Schedule& s) {
-  const int lane = threadIdx.x % 32;
-  int carry = 0;
-  for (int base = 0; base < p.experts; base += 32) {
-    const int e = base + lane;
-    int tiles = 0;
-    if (e < p.experts) {
-      const int start = clamped_offset(p, e), rows = clamped_offset(p, e + 1) - start;
-      s.row_start[e] = start;
-      tiles = rows > 0 ? (rows + kBlockM - 1) / kBlockM * p.n_tiles : 0;
-    }
-    int incl = tiles;
-#pragma unroll
-    for (int d = 1; d < 32; d *= 2) {
-      const int v = __shfl_up_sync(0xffffffffu, incl, d);
-      if (lane >= d) incl += v;
-    }
-    if (e < p.experts) s.tile_start[e] = carry + incl - tiles;
-    carry += __shfl_sync(0xffffffffu, incl, 31);
-  }
-  if (lane == 0) {
-    s.tile_start[p.experts] = carry;
-    s.row_start[p.experts] = clamped_offset(p, p.experts);
-  }
-}
-
-// Tile t (< the total): its expert is the last one whose first tile is <= t (experts without rows
-// own no tiles, so that one has rows).
-__device__ __forceinline__ Tile tile_at(const Params& p, const Schedule& s, int t) {
-  int lo = 0, hi = p.experts - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (s.tile_start[mid] <= t) lo = mid;
-    else hi = mid - 1;
-  }
-  // Bands of kBandTiles row tiles (the last may be shorter), row tiles fastest within a band.
-  const int local = t - s.tile_start[lo];
-  const int m_tiles = (s.tile_start[lo + 1] - s.tile_start[lo]) / p.n_tiles;
-  const int band = local / (kBandTiles * p.n_tiles), in_band = local % (kBandTiles * p.n_tiles);
-  const int band_m = min(kBandTiles, m_tiles - band * kBandTiles);
-  return Tile{lo, s.row_start[lo] + (band * kBandTiles + in_band % band_m) * kBlockM,
-              s.row_start[lo + 1], in_band / band_m};
+__device__ __forceinline__ moe_tiles::Tile tile_at(const Params& p, const moe_tiles::Schedule& s,
+                                                   int t) {
+  return moe_tiles::tile_at<kBlockM, kBandTiles>(p.shape, s, t);
 }
 
 template <typename T>
@@ -183,7 +122,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_
   __trap();  // wgmma, TMA and setmaxnreg need sm_90a code
 #else
   extern __shared__ unsigned char smem_raw[];
-  __shared__ Schedule sched;
+  __shared__ moe_tiles::Schedule sched;
   __shared__ uint64_t full_bar[kStages], empty_bar[kStages];
 
   const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -194,7 +133,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_
   auto empty = [&](int slice) { return smem_addr(&empty_bar[slice % kStages]); };
   auto lap_parity = [&](int slice) { return static_cast<uint32_t>((slice / kStages) & 1); };
 
-  if (threadIdx.x < 32) build_schedule(p, sched);
+  if (threadIdx.x < 32) moe_tiles::build_schedule<kBlockM>(p.shape, sched);
   if (threadIdx.x == 32) {
     for (int i = 0; i < kStages; ++i) {
       hopper::mbar_init(full(i), 1);
@@ -203,7 +142,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to TMA
   }
   __syncthreads();
-  const int total = sched.tile_start[p.experts];
+  const int total = sched.tile_start[p.shape.experts];
 
   const int wg = threadIdx.x / 128;
   if (wg == 0) {  // ---- producer ----
@@ -213,7 +152,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_
     hopper::prefetch_tensor_map(&p.b);
     int slice = 0;
     for (int t = blockIdx.x; t < total; t += gridDim.x) {
-      const Tile tile = tile_at(p, sched, t);
+      const moe_tiles::Tile tile = tile_at(p, sched, t);
       const int w_row = tile.expert * p.w_rows;
       // The two 128-row halves of B: gate and up rows for SwiGLU, else consecutive rows.
       const int b0 = w_row + tile.n * (kSwiglu ? kBlockN / 2 : kBlockN);
@@ -243,7 +182,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_
 
   int slice = 0;
   for (int t = blockIdx.x; t < total; t += gridDim.x) {
-    const Tile tile = tile_at(p, sched, t);
+    const moe_tiles::Tile tile = tile_at(p, sched, t);
     for (int k = 0; k < p.k_slices; ++k, ++slice) {
       hopper::mbar_wait(full(slice), lap_parity(slice));
       const uint32_t a = a_buf(slice) + cw * 64 * 128, b = a_buf(slice) + kABytes;
@@ -278,18 +217,16 @@ bool launch(const Tensor& x, const Tensor& w, const Tensor& offsets, const Tenso
   if (!make_tma_map_rows_heads(&p.a, kType, x.data, m, 1, k, x.row_stride(), kBlockM) ||
       !make_tma_map_rows_heads(&p.b, kType, w.data, experts * w_rows, 1, k, k, kBlockN / 2))
     return false;
-  p.offsets = offsets.ptr<int32_t>();
-  p.m_rows = static_cast<int>(m);
   p.y = y.data;
   p.y_stride = y.row_stride();
-  p.experts = static_cast<int>(experts);
   p.w_rows = static_cast<int>(w_rows);
   p.out_cols = static_cast<int>(kSwiglu ? w_rows / 2 : w_rows);
   p.k_slices = static_cast<int>((k + kBlockK - 1) / kBlockK);
   const int cols_per_tile = kSwiglu ? kBlockN / 2 : kBlockN;
-  p.n_tiles = (p.out_cols + cols_per_tile - 1) / cols_per_tile;
+  p.shape = {offsets.ptr<int32_t>(), static_cast<int>(m), static_cast<int>(experts),
+             (p.out_cols + cols_per_tile - 1) / cols_per_tile};
   // Each expert has at most rows / kBlockM + 1 row tiles: a bound on the tiles, known on the host.
-  const int64_t max_tiles = (m / kBlockM + experts) * p.n_tiles;
+  const int64_t max_tiles = (m / kBlockM + experts) * p.shape.n_tiles;
   if (max_tiles > INT32_MAX)
     check::fail(ErrorKind::unsupported, "moe_grouped_gemm", "x", "fewer than 2^31 tiles",
                 std::to_string(max_tiles) + " (upper bound for these shapes)");

@@ -9,6 +9,10 @@
 
 namespace braid::cuda::grouped_gemm {
 
+// Whether the Hopper kernels run here (sm_90a, and BRAID_GROUPED_GEMM_SM90 is not 0); the FP8
+// grouped GEMM asks too.
+bool use_sm90();
+
 bool launch_sm90_bf16(const Tensor& x, const Tensor& w, const Tensor& offsets, bool swiglu,
                       const Tensor& y, cudaStream_t stream);
 bool launch_sm90_f16(const Tensor& x, const Tensor& w, const Tensor& offsets, bool swiglu,

@@ -1,0 +1,342 @@
+// `braidinfer bench moe-fp8`: the FP8 block-scale MoE layers on the GPU, read against the copy,
+// bf16 GEMM and fp8 GEMM ceilings measured in the same run (bench/moe_fp8_bench.h has the
+// arithmetic, bench/moe_fp8_layer.h the tensors and steps, bench/moe_fp8_check.h the checks):
+//   seed003  seed 003's definition (DeepSeek-V3 routing over 256 experts, 32 local, H 7168,
+//            I 2048) at 1, 16, 256 and 4096 tokens, for each --terms value (the intermediate's fp8
+//            terms, 3 then 1): ops::moe_fp8_block_scale as a CUDA graph, against its floor; the
+//            same pipeline built from the public ops, each step in its own graph and all six in
+//            one; checked on sampled tokens against two fp32 references (the CPU op and the
+//            definition written out in the bench) with flashinfer-bench's rule, and the pipeline
+//            against the op on every token;
+//   seed001  seed 001's layer (H 4096, I 11008, 32 experts, top-2) with its experts in fp8, at
+//            4x512, 16x2048 and 32x2048 tokens: each step, the layer back to back and as a graph,
+//            bench moe's bf16 layer on the same x, dense cuBLASLt fp8 on the same FLOPs; checked on
+//            sampled tokens against fp32 arithmetic. Seed 001's H100 targets are printed beside.
+// Weights are made once per layer on the GPU (seed003's 1.4 GB drawn and quantized in one pass),
+// inputs per shape.
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/ceilings.h"
+#include "bench/device.h"
+#include "bench/moe_bench.h"
+#include "bench/moe_check.h"
+#include "bench/moe_fp8_bench.h"
+#include "bench/moe_fp8_check.h"
+#include "bench/moe_fp8_layer.h"
+#include "bench/moe_layer.h"
+#include "bench/report.h"
+#include "bench/timer.h"
+#include "braid/buffer.h"
+#include "braid/error.h"
+#include "commands.h"
+
+namespace braid::cli {
+
+namespace {
+
+constexpr const char* kCmd = "braidinfer bench moe-fp8";
+constexpr uint64_t kSeed = 0xf8e4b3ull;
+
+struct MoeFp8Args {
+  std::string shape = "all";
+  std::vector<int64_t> tokens;
+  std::vector<int> terms = {3, 1};
+  std::string json_path;
+  bool quick = false;
+  int samples = 16;
+};
+
+using AddRow = std::function<void(bench::ResultRow)>;
+using Launch = std::function<void(Stream)>;
+
+// Times one step: a short per-launch estimate sizes the batches (bench::moe_timing), then the
+// step is timed in `mode`.
+bench::ResultRow time_step(bench::Fp8Step step, bench::TimingMode mode,
+                           const bench::MoeFp8Case& c, const Launch& launch, bool quick,
+                           const bench::Ceilings& ceil) {
+  const bench::LaunchFn fn = [&](int, Stream s) { launch(s); };
+  const bench::TimingConfig probe{bench::TimingMode::per_launch, 1, 1, 2, 1};
+  const double estimate_us = bench::time_launches(fn, probe).min_us;
+  const bench::TimingConfig cfg = bench::moe_timing(estimate_us, quick, mode);
+  const bench::Stats st = bench::time_launches(fn, cfg);
+
+  const bench::Fp8Cost cost = bench::moe_fp8_step_cost(step, c.shape, c.routing, c.terms);
+  bench::ResultRow r;
+  r.name = bench::fp8_step_name(step);
+  r.params = fmt::format("{} {} T={}{}", bench::fp8_layer_name(c.shape.layer), c.shape.label,
+                         c.shape.tokens,
+                         c.shape.layer == bench::Fp8Layer::seed003
+                             ? fmt::format(" terms={}", c.terms)
+                             : std::string());
+  r.timing = bench::timing_label(cfg);
+  r.stats = st;
+  r.flops = cost.flops;
+  r.bytes = cost.bytes;
+  r.bound = bench::fp8_step_bound(cost, ceil);
+  r.note = bench::roofline_name(bench::fp8_step_roofline(cost, ceil));
+  return r;
+}
+
+// Records a timed step into the case and the run.
+struct Recorder {
+  bench::MoeFp8Case& c;
+  const MoeFp8Args& args;
+  const bench::Ceilings& ceil;
+  const AddRow& add;
+  void operator()(bench::Fp8Step step, bench::TimingMode mode, const Launch& launch) {
+    bench::ResultRow r = time_step(step, mode, c, launch, args.quick, ceil);
+    c.steps.push_back(step);
+    c.rows.push_back(r);
+    add(std::move(r));
+  }
+};
+
+bench::Fp8Routing routing_of(const Tensor& topk_ids, int first, int experts) {
+  OwnedTensor ids(DType::i32, {topk_ids.shape[0], topk_ids.shape[1]}, Device::cpu());
+  copy(topk_ids, ids);
+  return bench::fp8_routing(ids.view().ptr<int32_t>(), topk_ids.shape[0],
+                            static_cast<int>(topk_ids.shape[1]), first, experts);
+}
+
+// ---- seed003 ----
+
+void measure_seed003(const std::vector<bench::Fp8Shape>& shapes, const MoeFp8Args& args,
+                     const bench::Ceilings& ceil, Device dev, const AddRow& add,
+                     std::vector<bench::MoeFp8Case>* cases) {
+  const bench::DsModel m = bench::seed003_ds_model();
+  const bench::DsWeights w = bench::make_ds_weights(m, kSeed, dev);
+  std::optional<bench::DsHostWeights> host_w;
+  if (args.samples > 0) host_w = bench::copy_ds_weights_to_host(w);
+  for (const bench::Fp8Shape& shape : shapes) {
+    const bench::DsInputs in = bench::make_ds_inputs(m, shape.tokens, kSeed + shape.tokens, dev);
+    std::optional<bench::DsReference> ref;
+    if (host_w) {
+      fmt::print(stderr, "  seed003 {}: the fp32 references of {} sampled tokens...\n", shape.label,
+                 std::min<int64_t>(args.samples, shape.tokens));
+      ref = bench::ds_reference(m, in, *host_w, args.samples, kSeed ^ uint64_t(shape.tokens));
+    }
+    for (int terms : args.terms) {
+      bench::MoeFp8Case c;
+      c.shape = shape;
+      c.terms = terms;
+      const bench::DsBuffers b = bench::make_ds_buffers(m, shape.tokens, terms, dev);
+      const auto enqueue = [&](bench::Fp8Step step) {
+        return [&, step](Stream s) { bench::enqueue_ds_step(step, m, in, w, b, s); };
+      };
+      // One pass of each outside any timing: argument checks, and the routing the byte counts
+      // and floor are read from.
+      enqueue(bench::Fp8Step::ds_op)({});
+      enqueue(bench::Fp8Step::ds_pipeline)({});
+      c.routing = routing_of(b.topk_ids, m.local_offset, m.local_experts);
+      fill_bytes(b.op_out, 0xFF);  // NaN: a row no timed launch wrote shows in the check
+      fill_bytes(b.out, 0xFF);
+
+      Recorder record{c, args, ceil, add};
+      for (bench::Fp8Step step : bench::fp8_components(bench::Fp8Layer::seed003))
+        record(step, bench::TimingMode::graph, enqueue(step));
+      record(bench::Fp8Step::ds_pipeline, bench::TimingMode::graph,
+             enqueue(bench::Fp8Step::ds_pipeline));
+      record(bench::Fp8Step::ds_op, bench::TimingMode::graph, enqueue(bench::Fp8Step::ds_op));
+      if (ref) {
+        fmt::print(stderr, "  checking seed003 {} terms={}...\n", shape.label, terms);
+        c.ds_check = bench::check_ds_case(b, *ref);
+      }
+      cases->push_back(std::move(c));
+    }
+    cuda_allocator::empty_cache();
+  }
+}
+
+// ---- seed001 in FP8 ----
+
+void measure_seed001(const std::vector<bench::Fp8Shape>& shapes, const MoeFp8Args& args,
+                     const bench::Ceilings& ceil, Device dev, const AddRow& add,
+                     std::vector<bench::MoeFp8Case>* cases) {
+  const bench::MoeModel model = bench::seed001_model();
+  const bench::MoeWeights w = bench::make_moe_weights(model, false, kSeed, dev);
+  const bench::Fp8LayerWeights w8 = bench::quantize_moe_weights(model, w);
+  std::optional<bench::MoeHostWeights> host_w;
+  std::optional<bench::Fp8LayerHostWeights> host_w8;
+  if (args.samples > 0) {
+    host_w = bench::copy_weights_to_host(w);
+    host_w8 = bench::copy_fp8_layer_weights_to_host(w8);
+  }
+  for (const bench::Fp8Shape& fs : shapes) {
+    const bench::MoeShape shape{model, fs.tokens, fs.label};
+    bench::MoeFp8Case c;
+    c.shape = fs;
+    const bench::MoeBuffers b = bench::make_moe_buffers(shape, kSeed + uint64_t(fs.tokens), dev);
+    const bench::Fp8LayerBuffers b8 = bench::make_fp8_layer_buffers(shape, dev);
+    const auto enqueue = [&](bench::Fp8Step step, const bench::MoeDenseBuffers* dense = nullptr) {
+      return [&, step, dense](Stream s) {
+        bench::enqueue_fp8_layer_step(step, shape, w, w8, b, b8, dense, s);
+      };
+    };
+    enqueue(bench::Fp8Step::layer)({});
+    enqueue(bench::Fp8Step::bf16_layer_graph)({});
+    c.routing = routing_of(b.topk_ids, 0, model.experts);
+    fill_bytes(b8.out, 0xFF);
+    fill_bytes(b.out, 0xFF);
+
+    Recorder record{c, args, ceil, add};
+    for (bench::Fp8Step step : bench::fp8_components(bench::Fp8Layer::seed001))
+      record(step, bench::TimingMode::graph, enqueue(step));
+    record(bench::Fp8Step::layer, bench::TimingMode::back_to_back, enqueue(bench::Fp8Step::layer));
+    record(bench::Fp8Step::layer_graph, bench::TimingMode::graph,
+           enqueue(bench::Fp8Step::layer_graph));
+    record(bench::Fp8Step::bf16_layer_graph, bench::TimingMode::graph,
+           enqueue(bench::Fp8Step::bf16_layer_graph));
+    if (host_w) {
+      fmt::print(stderr, "  checking seed001 FP8 {} against fp32 references...\n", fs.label);
+      c.layer_check = bench::check_fp8_layer(shape, *host_w, *host_w8, b, b8, true, args.samples,
+                                             kSeed ^ uint64_t(fs.tokens));
+    }
+    // The dense peer: cuBLASLt fp8 over all P quantized rows by one expert's weights.
+    try {
+      const bench::MoeDenseBuffers dense = bench::make_moe_dense_buffers(shape, dev);
+      enqueue(bench::Fp8Step::dense_gate_up, &dense)({});  // the plans, outside any timing
+      enqueue(bench::Fp8Step::dense_down, &dense)({});
+      fill_bytes(dense.gate_up_out, 0xFF);
+      fill_bytes(dense.down_out, 0xFF);
+      record(bench::Fp8Step::dense_gate_up, bench::TimingMode::graph,
+             enqueue(bench::Fp8Step::dense_gate_up, &dense));
+      record(bench::Fp8Step::dense_down, bench::TimingMode::graph,
+             enqueue(bench::Fp8Step::dense_down, &dense));
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::unsupported && e.kind() != ErrorKind::cublas) throw;
+      c.dense_error = e.what();
+      fmt::print(stderr, "  dense cuBLASLt fp8 peer not measured: {}\n", e.what());
+    }
+    cases->push_back(std::move(c));
+    cuda_allocator::empty_cache();
+  }
+}
+
+void print_report(const bench::Report& run, const std::vector<bench::MoeFp8Case>& cases) {
+  fmt::print("{}", bench::describe_device(run.device));
+  fmt::print("git {}, {}\n\n", run.git_commit, run.date_utc);
+  fmt::print("{}\n", bench::format_table(run));
+  const bench::Ceilings& ceil = run.ceilings;
+  fmt::print(
+      "ceilings of this run: copy {:.2f} TB/s, bf16 GEMM {:.1f} TFLOP/s, fp8 e4m3 GEMM {} "
+      "(cuBLASLt, bf16 out), fp8 ridge {:.0f} FLOP/B\n\n",
+      ceil.copy_gbps / 1000, ceil.gemm_tflops,
+      ceil.fp8_gemm_tflops > 0 ? fmt::format("{:.1f} TFLOP/s", ceil.fp8_gemm_tflops)
+                               : std::string("not measured (see its row)"),
+      bench::ridge_flop_per_byte(bench::fp8_ceilings(ceil)));
+  for (const auto& c : cases) {
+    fmt::print("{}", bench::moe_fp8_case_table(c, ceil));
+    fmt::print("{}\n", bench::moe_fp8_summary_lines(c, ceil));
+  }
+  fmt::print(
+      "Steps are timed in CUDA graphs (GPU time; batches sized to ~10 ms per sample, median/min/"
+      "max over the samples); moe_fp8_layer back_to_back = the same launches from the host.\n"
+      "Floor = max(the active local experts' fp8 weights and scales / copy ceiling, the "
+      "definition's FLOPs 2 P (2I H + H I) / fp8 GEMM ceiling), P = pairs on local experts.\n"
+      "Executed FLOPs count the second GEMM once per intermediate term (terms x its FLOPs).\n"
+      "Bytes: each input read once, each output written once, expert weights only of active "
+      "experts (fp8 + 4 B per 128 x 128 block); %ceil against the copy, bf16 or fp8 ceiling as "
+      "the row's bound.\nshare = the step's time / the whole (seed003: the pipeline of public ops; "
+      "seed001: the FP8 layer graph).\ndense cuBLASLt fp8 = all P rows by one expert's "
+      "weights.\n\n");
+  fmt::print("Validation on sampled tokens\n{}", bench::moe_fp8_validation_table(cases));
+}
+
+void write_json(const bench::Report& run, const std::vector<bench::MoeFp8Case>& cases,
+                const std::string& path) {
+  nlohmann::json j = bench::to_json(run);  // the standard run (report_from_json reads it)
+  j["moe_fp8"] = bench::moe_fp8_json(cases, run.ceilings);
+  std::ofstream f(path);
+  if (!f) throw Error(ErrorKind::io, "bench moe-fp8: cannot open '" + path + "' for writing");
+  f << j.dump(2) << "\n";
+  f.close();
+  if (!f) throw Error(ErrorKind::io, "bench moe-fp8: writing '" + path + "' failed");
+}
+
+int run_moe_fp8_bench(const MoeFp8Args& args) {
+  const std::vector<bench::Fp8Shape> shapes = bench::moe_fp8_shapes(args.shape, args.tokens);
+  bench::validate_fp8_terms(args.terms);
+  bench::validate_moe_samples(args.samples);
+  std::string reason;
+  const auto info = bench::query_device(0, &reason);
+  if (!info) {
+    fmt::print(stderr, "{}: {}\n", kCmd, reason);
+    return 2;
+  }
+  const Device dev = Device::cuda(0);
+  bench::Report run = bench::start_report(std::string("moe-fp8") + (args.quick ? " (quick)" : ""),
+                                          *info);
+  const AddRow add = [&](bench::ResultRow r) { bench::record_row(run, std::move(r)); };
+  fmt::print(stderr, "{}{}: measuring...\n", kCmd, args.quick ? " --quick" : "");
+  // Ceilings first: every row's roofline class, % and the floors need them.
+  bench::measure_copy_ceiling(args.quick, 0, add);
+  bench::measure_gemm_ceiling(args.quick, 0, add);
+  bench::measure_fp8_gemm_ceiling(args.quick, 0, add);
+  run.ceilings = bench::ceilings_from_rows(run.rows);
+
+  std::vector<bench::Fp8Shape> ds, layer;
+  for (const auto& s : shapes) (s.layer == bench::Fp8Layer::seed003 ? ds : layer).push_back(s);
+  std::vector<bench::MoeFp8Case> cases;
+  if (!ds.empty()) measure_seed003(ds, args, run.ceilings, dev, add, &cases);
+  cuda_allocator::empty_cache();
+  if (!layer.empty()) measure_seed001(layer, args, run.ceilings, dev, add, &cases);
+  cuda_allocator::empty_cache();
+
+  print_report(run, cases);
+  if (!args.json_path.empty()) {
+    write_json(run, cases, args.json_path);
+    fmt::print("wrote {}\n", args.json_path);
+  }
+  const auto failed = std::count_if(cases.begin(), cases.end(), [](const bench::MoeFp8Case& c) {
+    return (c.ds_check && !c.ds_check->ok()) || (c.layer_check && !c.layer_check->ok());
+  });
+  if (failed > 0) {
+    fmt::print(stderr, "{}: {} of {} cases FAILED the check (see the validation table)\n", kCmd,
+               failed, cases.size());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_moe_fp8_command(CLI::App* bench, int& exit_code) {
+  auto args = std::make_shared<MoeFp8Args>();
+  CLI::App* cmd = bench->add_subcommand(
+      "moe-fp8",
+      "FP8 block-scale MoE: seed 003's definition (moe_fp8_block_scale and its pipeline of "
+      "public ops, per step) and seed 001's layer with fp8 experts, against their floors, the "
+      "bf16 layer and dense cuBLASLt fp8, with sampled checks against fp32");
+  cmd->add_option("--shape", args->shape, "seed003, seed001 or all")->capture_default_str();
+  cmd->add_option("--tokens", args->tokens,
+                  "Token counts, comma-separated (default: seed003 1,16,256,4096; seed001 "
+                  "2048,32768,65536)")
+      ->delimiter(',');
+  cmd->add_option("--terms", args->terms,
+                  "seed003's intermediate_terms values, comma-separated (1..3)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--samples", args->samples,
+                  "Tokens per shape checked against the host references (0: no check)")
+      ->capture_default_str();
+  cmd->add_option("--json", args->json_path, "Write the run as JSON to this file");
+  cmd->add_flag("--quick", args->quick, "Fewer repetitions, smaller ceiling shapes (smoke test)");
+  cmd->callback([args, &exit_code] {
+    if (!BRAID_WITH_CUDA) {
+      fmt::print(stderr, "{}: this build has no CUDA support\n", kCmd);
+      exit_code = 2;
+      return;
+    }
+    exit_code = run_moe_fp8_bench(*args);
+  });
+}
+
+}  // namespace braid::cli
