@@ -34,6 +34,7 @@
 #include "ops/cuda/hopper.cuh"
 #include "ops/cuda/launch_util.h"
 #include "ops/cuda/moe/fp8_codes.cuh"
+#include "ops/cuda/moe/slice_ring.cuh"
 #include "ops/cuda/moe/tile_schedule.cuh"
 #include "ops/cuda/tma_map.h"
 #include "ops/cuda/wgmma.cuh"
@@ -206,22 +207,10 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_fp8_kernel(const __g
   __shared__ moe_tiles::Schedule sched;
   __shared__ uint64_t full_bar[kStages], empty_bar[kStages];
 
-  const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
-  // Slices are numbered across all of the block's tiles: slice i sits in buffer i % kStages,
-  // filled in that buffer's phase (i / kStages) % 2.
-  auto a_buf = [&](int slice) { return base + (slice % kStages) * kStageBytes; };
-  auto full = [&](int slice) { return smem_addr(&full_bar[slice % kStages]); };
-  auto empty = [&](int slice) { return smem_addr(&empty_bar[slice % kStages]); };
-  auto lap_parity = [&](int slice) { return static_cast<uint32_t>((slice / kStages) & 1); };
-
+  const moe_ring::SliceRing<kStages, kStageBytes> ring{(smem_addr(smem_raw) + 1023u) & ~1023u,
+                                                        full_bar, empty_bar};
   if (threadIdx.x < 32) moe_tiles::build_schedule<kBlockM>(p.shape, sched);
-  if (threadIdx.x == 32) {
-    for (int i = 0; i < kStages; ++i) {
-      hopper::mbar_init(full(i), 1);
-      hopper::mbar_init(empty(i), 4 * kConsumers);  // one arrival per consumer warp
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to TMA
-  }
+  if (threadIdx.x == 32) ring.init(4 * kConsumers);
   __syncthreads();
   const int total = sched.tile_start[p.shape.experts];
 
@@ -238,13 +227,13 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_fp8_kernel(const __g
       const int b0 = w_row + half_row<kSwiglu>(p, tile.n, 0);
       const int b1 = w_row + half_row<kSwiglu>(p, tile.n, 1);
       for (int kb = 0; kb < p.x_slices; ++kb, ++slice) {
-        hopper::mbar_wait(empty(slice), lap_parity(slice) ^ 1);  // the lap before was read
-        hopper::mbar_arrive_expect_tx(full(slice), kStageBytes);
-        const uint32_t a = a_buf(slice), b = a + kABytes;
+        hopper::mbar_wait(ring.empty(slice), ring.parity(slice) ^ 1);  // the lap before was read
+        hopper::mbar_arrive_expect_tx(ring.full(slice), kStageBytes);
+        const uint32_t a = ring.buffer(slice), b = a + kABytes;
         const int wk = (kb % p.w_blocks) * kBlockK;
-        hopper::tma_load_3d(a, &p.a, kb * kBlockK, 0, tile.row0, full(slice));
-        hopper::tma_load_3d(b, &p.b, wk, 0, b0, full(slice));
-        hopper::tma_load_3d(b + kHalfBBytes, &p.b, wk, 0, b1, full(slice));
+        hopper::tma_load_3d(a, &p.a, kb * kBlockK, 0, tile.row0, ring.full(slice));
+        hopper::tma_load_3d(b, &p.b, wk, 0, b0, ring.full(slice));
+        hopper::tma_load_3d(b + kHalfBBytes, &p.b, wk, 0, b1, ring.full(slice));
       }
     }
     return;
@@ -255,7 +244,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_fp8_kernel(const __g
   const int cw = wg - 1, warp_in_wg = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
   auto release = [&](int slice) {
     __syncwarp();
-    if (lane == 0) hopper::mbar_arrive(empty(slice));
+    if (lane == 0) hopper::mbar_arrive(ring.empty(slice));
   };
   float acc0[64], acc1[64], part[64];
 
@@ -275,8 +264,8 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_fp8_kernel(const __g
       const float sa_lo = __ldg(sa + sr_lo), sa_hi = __ldg(sa + sr_hi);
       const float sb0 = w_scale_at(p, tile.expert, row0_h0, wk);
       const float sb1 = w_scale_at(p, tile.expert, row0_h1, wk);
-      hopper::mbar_wait(full(slice), lap_parity(slice));
-      const uint32_t a = a_buf(slice) + cw * 64 * kBlockK, b = a_buf(slice) + kABytes;
+      hopper::mbar_wait(ring.full(slice), ring.parity(slice));
+      const uint32_t a = ring.buffer(slice) + cw * 64 * kBlockK, b = ring.buffer(slice) + kABytes;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         wgmma_fence();
