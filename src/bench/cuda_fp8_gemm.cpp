@@ -17,6 +17,7 @@
 #include "braid/error.h"
 #include "core/cuda_check.h"
 #include "core/device_guard.h"
+#include "ops/cuda/gemm/lt_plan.h"
 
 namespace braid::bench {
 
@@ -36,26 +37,8 @@ std::string describe_key(const Key& key) {
                      key.k, key.ldb, key.lda, key.ldc, key.device);
 }
 
-struct Plan {
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t w_layout = nullptr, a_layout = nullptr, out_layout = nullptr;
-  cublasLtMatmulHeuristicResult_t choice{};
-
-  Plan() = default;
-  Plan(const Plan&) = delete;
-  Plan& operator=(const Plan&) = delete;
-  ~Plan() {  // unchecked: a destructor must not throw
-    if (out_layout) cublasLtMatrixLayoutDestroy(out_layout);
-    if (a_layout) cublasLtMatrixLayoutDestroy(a_layout);
-    if (w_layout) cublasLtMatrixLayoutDestroy(w_layout);
-    if (desc) cublasLtMatmulDescDestroy(desc);
-  }
-};
-
-struct DeviceState {
-  cublasLtHandle_t handle = nullptr;
-  Buffer workspace;
-};
+using Plan = cuda::LtPlan;
+using DeviceState = cuda::LtDeviceState;
 
 // Never destroyed: at static teardown the CUDA context may already be gone.
 struct Cache {

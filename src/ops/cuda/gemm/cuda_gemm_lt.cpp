@@ -22,6 +22,7 @@
 #include "core/device_guard.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/gemm/gemm_lt.h"
+#include "ops/cuda/gemm/lt_plan.h"
 #include "ops/cuda/gemv/gemv.h"
 
 namespace braid::cuda {
@@ -89,26 +90,8 @@ std::string describe_key(const PlanKey& key) {
       key.device);
 }
 
-struct Plan {
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t w_layout = nullptr, a_layout = nullptr, out_layout = nullptr;
-  cublasLtMatmulHeuristicResult_t choice{};
-
-  Plan() = default;
-  Plan(const Plan&) = delete;
-  Plan& operator=(const Plan&) = delete;
-  ~Plan() {  // unchecked: a destructor must not throw
-    if (out_layout) cublasLtMatrixLayoutDestroy(out_layout);
-    if (a_layout) cublasLtMatrixLayoutDestroy(a_layout);
-    if (w_layout) cublasLtMatrixLayoutDestroy(w_layout);
-    if (desc) cublasLtMatmulDescDestroy(desc);
-  }
-};
-
-struct DeviceState {
-  cublasLtHandle_t handle = nullptr;
-  Buffer workspace;
-};
+using Plan = cuda::LtPlan;
+using DeviceState = cuda::LtDeviceState;
 
 // Handles, workspaces and plans for every device, behind one mutex. Never destroyed: at static
 // teardown the CUDA context may already be gone.
