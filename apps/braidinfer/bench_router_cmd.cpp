@@ -1,5 +1,7 @@
 // `braidinfer bench router`: ops::moe_route_topk_softmax (softmax over the experts, top k,
-// renormalised) on Qwen3-30B-A3B's router shape, measured as seed 000 measures it:
+// renormalised) on Qwen3-30B-A3B's router shape, or with `--router grouped` ops::moe_route_grouped
+// on DeepSeek-V3's (seed 003: 256 experts, fp32 logits, bf16 bias, 8 groups, top-4 groups,
+// top-8), measured as seed 000 measures it:
 //   1. the copy ceiling of this run (what the data would take at full bandwidth);
 //   2. the fixed cost of any kernel on this machine: an empty kernel and a one-thread
 //      read-write kernel, each timed alone (event pair around one launch), back to back and
@@ -40,10 +42,16 @@ constexpr uint64_t kSeed = 0x2007e5eedull;
 // (both the kernel and the reference give them to the lower expert index).
 constexpr float kLogitRange = 4.0f;
 constexpr bool kRenormalize = true;  // Qwen3-MoE's norm_topk_prob
+// DeepSeek-V3's router (seed 003): bias in bf16, weights scaled by routed_scaling_factor.
+constexpr float kBiasRange = 0.5f;
+constexpr float kRoutedScaling = 2.5f;
 
 struct RouterArgs {
-  int experts = 128;
+  std::string router = "topk_softmax";  // or "grouped"
+  int experts = 0;                      // 0: the router's model (128, or 256 for grouped)
   int k = 8;
+  int n_group = 8;     // grouped only
+  int topk_group = 4;  // grouped only
   std::vector<int64_t> tokens{1, 4, 256, 1024};
   std::string json_path;
   bool quick = false;
@@ -115,6 +123,13 @@ bench::RouterCheck check_outputs(const Tensor& weights, const Tensor& ids, const
                              ref_ids.ptr<int32_t>(), weights.numel());
 }
 
+std::string shape_label(const bench::RouterShape& s) {
+  if (s.grouped())
+    return fmt::format("f32 T={} E={} k={} groups {}/{}", s.tokens, s.experts, s.k, s.topk_group,
+                       s.n_group);
+  return fmt::format("bf16 T={} E={} k={} renorm", s.tokens, s.experts, s.k);
+}
+
 // One token count, every mode. Outputs are poisoned (NaN weights, id -1) before each timing,
 // so a configuration whose timed launches did not write them fails its check.
 std::vector<bench::RouterLine> measure_router(const bench::RouterShape& shape,
@@ -122,20 +137,31 @@ std::vector<bench::RouterLine> measure_router(const bench::RouterShape& shape,
                                               const std::vector<bench::BaselineLine>& baselines,
                                               double copy_gbps, Device dev, const AddRow& add) {
   const int64_t T = shape.tokens;
-  OwnedTensor logits(DType::bf16, {T, shape.experts}, dev);
+  const DType logit_dtype = shape.logit_bytes == 4 ? DType::f32 : DType::bf16;
+  OwnedTensor logits(logit_dtype, {T, shape.experts}, dev);
+  OwnedTensor bias(DType::bf16, {shape.grouped() ? shape.experts : 1}, dev);
   OwnedTensor weights(DType::f32, {T, shape.k}, dev), ids(DType::i32, {T, shape.k}, dev);
   bench::fill_uniform(logits, kSeed + uint64_t(T), -kLogitRange, kLogitRange, {});
-  auto call = [&](Stream s) {
-    ops::moe_route_topk_softmax(logits, shape.k, kRenormalize, weights, ids, s);
+  bench::fill_uniform(bias, kSeed - 1, -kBiasRange, kBiasRange, {});
+  // The op on any device: the GPU call timed below and the CPU reference.
+  auto route = [&](const Tensor& l, const Tensor& b, const Tensor& w, const Tensor& i, Stream s) {
+    if (shape.grouped())
+      ops::moe_route_grouped(l, b, shape.n_group, shape.topk_group, shape.k, kRoutedScaling, w,
+                             i, s);
+    else
+      ops::moe_route_topk_softmax(l, shape.k, kRenormalize, w, i, s);
   };
+  auto call = [&](Stream s) { route(logits, bias, weights, ids, s); };
   call({});  // the op's argument checks, outside the timing and any graph capture
 
-  // The reference: the CPU op on the same bf16 logits.
-  OwnedTensor host_logits(DType::bf16, {T, shape.experts}, Device::cpu());
+  // The reference: the CPU op on the same logits and bias.
+  OwnedTensor host_logits(logit_dtype, {T, shape.experts}, Device::cpu());
+  OwnedTensor host_bias(DType::bf16, {bias.view().shape[0]}, Device::cpu());
   copy(logits, host_logits);
+  copy(bias, host_bias);
   OwnedTensor ref_w(DType::f32, {T, shape.k}, Device::cpu());
   OwnedTensor ref_ids(DType::i32, {T, shape.k}, Device::cpu());
-  ops::moe_route_topk_softmax(host_logits, shape.k, kRenormalize, ref_w, ref_ids);
+  route(host_logits, host_bias, ref_w, ref_ids, {});
 
   std::vector<bench::RouterLine> lines;
   for (const Mode& m : modes) {
@@ -149,8 +175,7 @@ std::vector<bench::RouterLine> measure_router(const bench::RouterShape& shape,
     line.check = check_outputs(weights, ids, ref_w, ref_ids);
     line.baseline_us = baseline_us(baselines, m.name);
     line.copy_gbps = copy_gbps;
-    add({"moe_route_topk_softmax",
-         fmt::format("bf16 T={} E={} k={} renorm", T, shape.experts, shape.k), line.timing,
+    add({bench::router_op_name(shape), shape_label(shape), line.timing,
          line.stats, bench::router_bytes(shape), 0, bench::Bound::memory,
          fmt::format("{}; check {} (id mismatches {}, max |dw| {:.1e})", m.name,
                      line.check.ok() ? "ok" : "FAILED", line.check.id_mismatches,
@@ -195,13 +220,20 @@ void print_report(const bench::Report& run, const RouterArgs& args,
   for (const auto& s : sections) {
     const auto mode_lines = lines_of_mode(lines, s.mode);
     if (mode_lines.empty()) continue;
-    fmt::print("moe_route_topk_softmax, E={} k={} bf16 logits, renormalize; {} ({})\n",
-               args.experts, args.k, s.title, mode_lines.front().timing);
+    const bench::RouterShape& shape = mode_lines.front().shape;
+    if (shape.grouped())
+      fmt::print("moe_route_grouped, E={} k={} fp32 logits, bf16 bias, groups {} of {}; {} ({})\n",
+                 shape.experts, shape.k, shape.topk_group, shape.n_group, s.title,
+                 mode_lines.front().timing);
+    else
+      fmt::print("moe_route_topk_softmax, E={} k={} bf16 logits, renormalize; {} ({})\n",
+                 shape.experts, shape.k, s.title, mode_lines.front().timing);
     fmt::print("{}", bench::router_table(mode_lines));
     fmt::print("{}\n", bench::router_ratios(mode_lines));
   }
   fmt::print(
-      "data = logits read (bf16) + weights (f32) and ids (i32) written; transfer = data at the copy "
+      "data = logits read (+ the bias, once, for the grouped router) + weights (f32) and ids (i32) "
+      "written; transfer = data at the copy "
       "ceiling of this run;\nBW util = transfer / median; overhead = baseline / median; above base "
       "= median - baseline; base = minimal_rw_kernel median, same mode;\nids/max |dw| = against "
       "the CPU reference on the same logits (check: ids equal, |dw| <= {:g}).\n\n",
@@ -221,7 +253,9 @@ void write_json(const bench::Report& run, const std::vector<bench::BaselineLine>
   if (!f) throw Error(ErrorKind::io, "bench router: writing '" + path + "' failed");
 }
 
-int run_router_bench(const RouterArgs& args) {
+int run_router_bench(RouterArgs args) {
+  const bool grouped = args.router == "grouped";
+  if (args.experts == 0) args.experts = grouped ? 256 : 128;
   bench::validate_router_args(args.experts, args.k, args.tokens);
   std::string reason;
   const auto info = bench::query_device(0, &reason);
@@ -240,7 +274,13 @@ int run_router_bench(const RouterArgs& args) {
   const auto baselines = measure_baselines(modes, dev, add);
   std::vector<bench::RouterLine> lines;
   for (int64_t t : args.tokens) {
-    const bench::RouterShape shape{t, args.experts, args.k, 2};
+    bench::RouterShape shape{t, args.experts, args.k, 2};
+    if (grouped) {
+      shape.logit_bytes = 4;
+      shape.n_group = args.n_group;
+      shape.topk_group = args.topk_group;
+      shape.bias_bytes = 2;
+    }
     for (auto& l : measure_router(shape, modes, baselines, run.ceilings.copy_gbps, dev, add))
       lines.push_back(std::move(l));
   }
@@ -267,9 +307,19 @@ void add_bench_router_command(CLI::App* bench, int& exit_code) {
   auto args = std::make_shared<RouterArgs>();
   CLI::App* cmd = bench->add_subcommand(
       "router",
-      "MoE router (moe_route_topk_softmax, bf16, renormalised) per call, against the fixed cost "
-      "of an empty and a read-write kernel and the copy ceiling of the same run (seed 000)");
-  cmd->add_option("--experts", args->experts, "Experts per token's logits row")
+      "MoE router (moe_route_topk_softmax, bf16, renormalised; or moe_route_grouped) per call, "
+      "against the fixed cost of an empty and a read-write kernel and the copy ceiling of the "
+      "same run (seed 000)");
+  cmd->add_option("--router", args->router,
+                  "topk_softmax (Qwen3-MoE, Mixtral) or grouped (DeepSeek-V3: fp32 logits, bf16 "
+                  "bias, sigmoid, groups, routed_scaling_factor 2.5)")
+      ->check(CLI::IsMember({"topk_softmax", "grouped"}))
+      ->capture_default_str();
+  cmd->add_option("--experts", args->experts,
+                  "Experts per token's logits row (default 128, or 256 for grouped)");
+  cmd->add_option("--n-group", args->n_group, "Expert groups (grouped only)")
+      ->capture_default_str();
+  cmd->add_option("--topk-group", args->topk_group, "Groups kept per token (grouped only)")
       ->capture_default_str();
   cmd->add_option("--k", args->k, "Experts chosen per token")->capture_default_str();
   cmd->add_option("--tokens", args->tokens, "Token counts, comma-separated")

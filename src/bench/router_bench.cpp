@@ -43,9 +43,14 @@ void validate_router_args(int experts, int k, const std::vector<int64_t>& tokens
                       std::to_string(t));
 }
 
+const char* router_op_name(const RouterShape& s) {
+  return s.grouped() ? "moe_route_grouped" : "moe_route_topk_softmax";
+}
+
 double router_bytes(const RouterShape& s) {
   const double t = double(s.tokens);
-  return t * double(s.experts) * double(s.logit_bytes) + t * double(s.k) * (4.0 + 4.0);
+  return t * double(s.experts) * double(s.logit_bytes) + t * double(s.k) * (4.0 + 4.0) +
+         (s.grouped() ? double(s.experts) * double(s.bias_bytes) : 0.0);
 }
 
 double transfer_ns(double bytes, double gbps) { return gbps > 0 ? bytes / gbps : 0.0; }
@@ -86,7 +91,7 @@ RouterFigures router_figures(const RouterLine& line) {
 }
 
 std::optional<TorchAnchor> torch_router_anchor(const RouterShape& s) {
-  if (s.experts != 128 || s.k != 8 || s.logit_bytes != 2) return std::nullopt;
+  if (s.grouped() || s.experts != 128 || s.k != 8 || s.logit_bytes != 2) return std::nullopt;
   switch (s.tokens) {  // ANCHORS.md "MoE router: softmax + top-8 over 128 experts"
     case 1: return TorchAnchor{19.6, 17.7};
     case 256: return TorchAnchor{26.7, 24.4};
@@ -203,11 +208,11 @@ nlohmann::json router_json(const std::vector<BaselineLine>& baselines,
   nlohmann::json r = nlohmann::json::array();
   for (const RouterLine& x : lines) {
     const RouterFigures f = router_figures(x);
-    nlohmann::json j = {{"tokens", x.shape.tokens},
+    nlohmann::json j = {{"op", router_op_name(x.shape)},
+                        {"tokens", x.shape.tokens},
                         {"experts", x.shape.experts},
                         {"k", x.shape.k},
                         {"logit_bytes", x.shape.logit_bytes},
-                        {"renormalize", true},
                         {"mode", x.mode},
                         {"timing", x.timing},
                         {"stats", stats_json(x.stats)},
@@ -223,6 +228,13 @@ nlohmann::json router_json(const std::vector<BaselineLine>& baselines,
                                    {"max_abs_weight_error", number_or_null(x.check.max_abs_weight_error)},
                                    {"weight_tolerance", kRouterWeightTolerance},
                                    {"ok", x.check.ok()}}}};
+    if (x.shape.grouped()) {
+      j["n_group"] = x.shape.n_group;
+      j["topk_group"] = x.shape.topk_group;
+      j["bias_bytes"] = x.shape.bias_bytes;
+    } else {
+      j["renormalize"] = true;
+    }
     if (const auto a = torch_router_anchor(x.shape))
       j["anchors_torch_h100"] = {{"eager_us", a->eager_us}, {"graph_us", a->graph_us}};
     r.push_back(std::move(j));

@@ -17,14 +17,22 @@
 
 namespace braid::bench {
 
-// One call of ops::moe_route_topk_softmax: logits [tokens, experts] of logit_bytes each,
-// outputs topk_weights [tokens, k] f32 and topk_ids [tokens, k] i32.
+// One call of ops::moe_route_topk_softmax (n_group == 0) or ops::moe_route_grouped (n_group >= 1,
+// with a bias of bias_bytes per expert): logits [tokens, experts] of logit_bytes each, outputs
+// topk_weights [tokens, k] f32 and topk_ids [tokens, k] i32.
 struct RouterShape {
   int64_t tokens = 1;
   int experts = 128;
   int k = 8;
   size_t logit_bytes = 2;  // bf16
+  int n_group = 0;
+  int topk_group = 0;
+  size_t bias_bytes = 0;
+  bool grouped() const { return n_group > 0; }
 };
+
+// "moe_route_topk_softmax" or "moe_route_grouped".
+const char* router_op_name(const RouterShape& s);
 
 // The targets, printed beside the measurements (never asserted).
 inline constexpr double kRouterTargetAloneUs = 4.0;     // per call, timed alone
@@ -37,8 +45,8 @@ inline constexpr double kRouterWeightTolerance = 1e-5;
 // [1, min(16, experts)] (ops.h's limits), at least one token count, each >= 1.
 void validate_router_args(int experts, int k, const std::vector<int64_t>& tokens);
 
-// Minimum bytes through memory per call: logits read once, weights (f32) and ids (i32) written
-// once. Qwen3-30B-A3B (E=128, k=8, bf16): 256 + 32 + 32 = 320 bytes per token. (Seed 000 counts
+// Minimum bytes through memory per call: logits read once, the grouped router's bias read once
+// (per call, not per token), weights (f32) and ids (i32) written once. Qwen3-30B-A3B (E=128, k=8, bf16): 256 + 32 + 32 = 320 bytes per token. (Seed 000 counts
 // 352: its kernel also writes vLLM's token_expert_indices, a third [T, k] i32.)
 double router_bytes(const RouterShape& s);
 

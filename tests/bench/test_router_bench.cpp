@@ -41,6 +41,16 @@ TEST(BenchRouter, BytesAreLogitsReadAndBothOutputsWritten) {
   EXPECT_EQ(router_bytes({3, 64, 4, 4}), 3 * (64 * 4 + 4 * 8.0));
 }
 
+TEST(BenchRouter, GroupedRouterAlsoReadsItsBiasOncePerCall) {
+  // DeepSeek-V3: 256 f32 logits + 8 f32 weights + 8 i32 ids per token, 256 bf16 biases per call.
+  const RouterShape one{1, 256, 8, 4, 8, 4, 2}, many{1024, 256, 8, 4, 8, 4, 2};
+  EXPECT_EQ(router_bytes(one), 1024 + 64 + 512.0);
+  EXPECT_EQ(router_bytes(many), 1024 * (1024 + 64.0) + 512);
+  EXPECT_STREQ(router_op_name(one), "moe_route_grouped");
+  EXPECT_STREQ(router_op_name({1, 128, 8, 2}), "moe_route_topk_softmax");
+  EXPECT_FALSE(torch_router_anchor({1, 128, 8, 2, 8, 4, 2}).has_value());  // softmax's anchor
+}
+
 TEST(BenchRouter, FiguresFollowFromTimeBaselineAndCeiling) {
   EXPECT_EQ(transfer_ns(3000, 3000), 1.0);  // 3000 B at 3000 GB/s = 1 ns
   EXPECT_EQ(transfer_ns(3000, 0), 0.0);

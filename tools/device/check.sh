@@ -30,6 +30,8 @@
 #   MOE_FP8_ARGS      extra arguments for `bench moe-fp8` (e.g. --quick, --shape seed003,
 #                     --terms 3, --tokens 4096)
 #   COMPARE_MOE_FP8_ARGS  extra arguments for `compare moe-fp8` (e.g. --quick, --shape seed001)
+#   ROUTER=1          also `bench router` for both routers: moe_route_topk_softmax (Qwen3-MoE) and
+#                     moe_route_grouped (DeepSeek-V3) in seed 000's format (router{,_grouped}.{log,json})
 #   BRAID_GIT_COMMIT  commit recorded in the JSON when the tree travels without .git
 # shellcheck disable=SC2317  # the step functions are called indirectly, through run_step
 set -euo pipefail
@@ -174,6 +176,13 @@ compare_moe_fp8() {
     ${COMPARE_MOE_FP8_ARGS:-} 2>&1 | tee "$OUT/compare_moe_fp8.log"
 }
 
+# The routers in seed 000's format: fixed launch cost, bandwidth use at 1, 4, 256 and 1024 tokens.
+bench_router() {
+  "$BIN/braidinfer" bench router --json "$OUT/router.json" 2>&1 | tee "$OUT/router.log"
+  "$BIN/braidinfer" bench router --router grouped --json "$OUT/router_grouped.json" 2>&1 |
+    tee "$OUT/router_grouped.log"
+}
+
 ceilings() {
   # shellcheck disable=SC2086  # CEILINGS_ARGS is a list of flags
   "$BIN/braidinfer" bench ceilings --json "$OUT/ceilings.json" ${CEILINGS_ARGS:-} 2>&1 |
@@ -210,6 +219,9 @@ if [[ -x "$BIN/braidinfer" && -x "$BIN/tests/braid_tests" ]]; then
   if [[ "${MOE:-0}" == 1 ]]; then
     run_step "bench moe" bench_moe
     run_step "compare moe" compare_moe
+  fi
+  if [[ "${ROUTER:-0}" == 1 ]]; then
+    run_step "bench router" bench_router
   fi
   if [[ "${MOE_FP8:-0}" == 1 ]]; then
     run_step "bench moe-fp8" bench_moe_fp8

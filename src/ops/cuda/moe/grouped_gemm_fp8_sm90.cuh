@@ -13,8 +13,10 @@
 //     would not fit in 255 registers). The other consumer warpgroup keeps the tensor cores busy
 //     while one adds its scratch in (making the two take turns with named barriers, ping-pong,
 //     measured no faster: docs/perf/moe.md);
-//   - x may hold R terms of one operand side by side in K (moe_fp8_quantize's layout): slice kb
-//     reads x at kb and w at kb % (K / 128);
+//   - x may hold R terms of one operand side by side in K (moe_fp8_quantize's layout). The
+//     slices take the terms innermost: the R slices that share a weight slice run one
+//     after the other, so the repeats come from L2 and w crosses DRAM once (with few tokens, w
+//     is all the traffic: term-major order read it R times);
 //   - epilogues: plain fp32 or bf16; SwiGLU (half 0 = 128 gate rows, half 1 = the 128 matching up
 //     rows) to fp32; or SwiGLU quantized to fp8 terms: a row's 128 outputs of the tile are one
 //     scale block and sit in the four threads of a quad, so the block maximum takes two shuffles.
@@ -97,6 +99,19 @@ __device__ __forceinline__ float w_scale_at(const Params& p, int e, int row0, in
   const int blocks = p.w_rows / kHalfN;
   const int rb = row0 / kHalfN;
   return rb < blocks ? __ldg(p.b_scale + (int64_t{e} * blocks + rb) * p.w_blocks + kb) : 0.0f;
+}
+
+// The scales of one slice: x's (rows r and r + 8 of x column block xk) and w's (both halves,
+// w column block wk).
+struct SliceScales {
+  float x_lo, x_hi, w0, w1;
+};
+__device__ __forceinline__ SliceScales slice_scales(const Params& p, int expert, int wk, int xk,
+                                                    int sr_lo, int sr_hi, int row0_h0,
+                                                    int row0_h1) {
+  const float* sa = p.a_scale + int64_t{xk} * p.a_scale_stride;
+  return {__ldg(sa + sr_lo), __ldg(sa + sr_hi), w_scale_at(p, expert, row0_h0, wk),
+          w_scale_at(p, expert, row0_h1, wk)};
 }
 
 // part (this slice's products) into acc, scaled: rows g (part[4i + 0/1]) by s_lo, rows g + 8
@@ -226,15 +241,15 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_fp8_kernel(const __g
       const int w_row = tile.expert * p.w_rows;
       const int b0 = w_row + half_row<kSwiglu>(p, tile.n, 0);
       const int b1 = w_row + half_row<kSwiglu>(p, tile.n, 1);
-      for (int kb = 0; kb < p.x_slices; ++kb, ++slice) {
-        hopper::mbar_wait(ring.empty(slice), ring.parity(slice) ^ 1);  // the lap before was read
-        hopper::mbar_arrive_expect_tx(ring.full(slice), kStageBytes);
-        const uint32_t a = ring.buffer(slice), b = a + kABytes;
-        const int wk = (kb % p.w_blocks) * kBlockK;
-        hopper::tma_load_3d(a, &p.a, kb * kBlockK, 0, tile.row0, ring.full(slice));
-        hopper::tma_load_3d(b, &p.b, wk, 0, b0, ring.full(slice));
-        hopper::tma_load_3d(b + kHalfBBytes, &p.b, wk, 0, b1, ring.full(slice));
-      }
+      for (int wk = 0; wk < p.w_blocks; ++wk)
+        for (int xk = wk; xk < p.x_slices; xk += p.w_blocks, ++slice) {  // x's terms of slice wk
+          hopper::mbar_wait(ring.empty(slice), ring.parity(slice) ^ 1);  // the lap before was read
+          hopper::mbar_arrive_expect_tx(ring.full(slice), kStageBytes);
+          const uint32_t a = ring.buffer(slice), b = a + kABytes;
+          hopper::tma_load_3d(a, &p.a, xk * kBlockK, 0, tile.row0, ring.full(slice));
+          hopper::tma_load_3d(b, &p.b, wk * kBlockK, 0, b0, ring.full(slice));
+          hopper::tma_load_3d(b + kHalfBBytes, &p.b, wk * kBlockK, 0, b1, ring.full(slice));
+        }
     }
     return;
   }
@@ -258,12 +273,18 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_fp8_kernel(const __g
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc0[i] = acc1[i] = 0.0f;
 
-    for (int kb = 0; kb < p.x_slices; ++kb, ++slice) {
-      const int wk = kb % p.w_blocks;
-      const float* sa = p.a_scale + int64_t{kb} * p.a_scale_stride;
-      const float sa_lo = __ldg(sa + sr_lo), sa_hi = __ldg(sa + sr_hi);
-      const float sb0 = w_scale_at(p, tile.expert, row0_h0, wk);
-      const float sb1 = w_scale_at(p, tile.expert, row0_h1, wk);
+    // Slices in the producer's order (wk outer, x's terms inner). Each slice's scales are loaded
+    // one slice ahead: they come from L2, and waiting for them after the products stalled every
+    // slice by an L2 round trip (ncu: long-scoreboard stalls, the tensor pipe idle).
+    int wk = 0, xk = 0;
+    SliceScales cur = slice_scales(p, tile.expert, wk, xk, sr_lo, sr_hi, row0_h0, row0_h1);
+    for (int j = 0; j < p.x_slices; ++j, ++slice) {
+      int next_wk = wk, next_xk = xk + p.w_blocks;
+      if (next_xk >= p.x_slices) next_xk = next_wk = wk + 1;
+      const SliceScales next =
+          j + 1 < p.x_slices
+              ? slice_scales(p, tile.expert, next_wk, next_xk, sr_lo, sr_hi, row0_h0, row0_h1)
+              : cur;
       hopper::mbar_wait(ring.full(slice), ring.parity(slice));
       const uint32_t a = ring.buffer(slice) + cw * 64 * kBlockK, b = ring.buffer(slice) + kABytes;
 #pragma unroll
@@ -276,11 +297,14 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_fp8_kernel(const __g
         wgmma_commit();
         wgmma_wait<0>();
         fence_registers(part);
-        const float sb = h == 0 ? sb0 : sb1;
-        if (h == 0) add_scaled(acc0, part, sa_lo * sb, sa_hi * sb);
-        else add_scaled(acc1, part, sa_lo * sb, sa_hi * sb);
+        const float sb = h == 0 ? cur.w0 : cur.w1;
+        if (h == 0) add_scaled(acc0, part, cur.x_lo * sb, cur.x_hi * sb);
+        else add_scaled(acc1, part, cur.x_lo * sb, cur.x_hi * sb);
       }
       release(slice);
+      cur = next;
+      wk = next_wk;
+      xk = next_xk;
     }
     if constexpr (kSwiglu) {
       if constexpr (kOut == Out::fp8) store_swiglu_fp8(p, acc0, acc1, tile.n, r_lo, tile.row_end);

@@ -1,6 +1,9 @@
-// moe_route_grouped: DeepSeek-V3's grouped sigmoid router. One warp per token, four stages:
-//   1. each lane computes the biased scores b of experts e = lane + 32 i (coalesced loads) and
-//      keeps them in registers (for stage 4) and in the warp's shared memory (for stage 2);
+// moe_route_grouped: DeepSeek-V3's grouped sigmoid router. One block per token, four stages:
+//   1. every thread of the block computes the sigmoid s and the biased score b = s + bias of one
+//      or two experts (coalesced loads) into shared memory. The sigmoid is computed in fp64 to
+//      round once like the reference, which is slow per value: spreading the experts over the
+//      block's 256 threads, rather than 32 lanes looping over their share, is what keeps a call
+//      near the launch cost when there are few tokens. One warp does stages 2 to 4;
 //   2. group scores, the sum of a group's top two b: L lanes per group (the largest power of two
 //      with L * n_group <= 32, else 1), each scanning a contiguous share of its group, their
 //      (first, second) pairs merged by shuffles. O(E / 32) shared-memory reads per lane;
@@ -9,11 +12,15 @@
 //      is small where grouping is used (DeepSeek-V3: 8 groups);
 //   4. k rounds of moe_route_topk_softmax's warp-wide "largest remaining b, lowest index among
 //      equals" reduction, with the dropped groups' experts marked as taken beforehand. Lane j
-//      keeps round j's expert, recomputes its unbiased s from the logit, and writes it.
+//      keeps round j's expert and writes its weight from the unbiased s in shared memory.
 // Stages 2 and 3 are skipped when every group is kept (topk_group == n_group, e.g. Kimi-K2's
 // single group). Everything stays on the device (no host synchronisation, no allocation), and the
 // reductions have a fixed order, so a call is graph-capturable and deterministic.
+#include <limits>
+#include <string>
+
 #include "core/cuda_check.h"
+#include "braid/error.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
 
@@ -21,9 +28,9 @@ namespace braid::cuda {
 
 namespace {
 
-constexpr int kWarpsPerBlock = 4;
+constexpr int kThreads = 256;  // stage 1's threads; warp 0 goes on alone
 constexpr int kSlots = ops::kMoeMaxExperts / 32;  // experts per lane at most
-// Shared memory holds expert e at e + e / 32: one pad word per 32 keeps the lanes of stage 2,
+// Shared memory holds expert e's b at e + e / 32: one pad word per 32 keeps the lanes of stage 2,
 // which read groups at a stride of the group size, on different banks for the usual sizes.
 constexpr int kPaddedExperts = ops::kMoeMaxExperts + ops::kMoeMaxExperts / 32;
 
@@ -60,36 +67,36 @@ __device__ __forceinline__ void merge_top2(float& first, float& second, float ot
 }
 
 template <typename T, typename B>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32) moe_route_grouped_kernel(GroupedArgs a) {
-  __shared__ float scores_smem[kWarpsPerBlock][kPaddedExperts];
-  __shared__ float group_scores_smem[kWarpsPerBlock][ops::kMoeMaxExperts];
-  __shared__ bool kept_smem[kWarpsPerBlock][ops::kMoeMaxExperts];
+__global__ void __launch_bounds__(kThreads) moe_route_grouped_kernel(GroupedArgs a) {
+  __shared__ float scores[kPaddedExperts];     // b, NaN as -inf
+  __shared__ float sigmoids[ops::kMoeMaxExperts];  // s
+  __shared__ float group_scores[ops::kMoeMaxExperts];
+  __shared__ bool kept[ops::kMoeMaxExperts];
 
-  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-  const int64_t t = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
-  if (t >= a.tokens) return;  // whole warps leave; only warp barriers below
+  const int64_t t = blockIdx.x;
   const T* row = static_cast<const T*>(a.logits) + t * a.logits_stride;
   const B* bias = static_cast<const B*>(a.bias);
-  float* scores = scores_smem[warp];
-  float* group_scores = group_scores_smem[warp];
-  bool* kept = kept_smem[warp];
+
+  // ---- 1. s and b of every expert, spread over the block ----
+  for (int e = threadIdx.x; e < a.experts; e += kThreads) {
+    const float s = sigmoid_f32(to_float(row[e]));
+    sigmoids[e] = s;
+    scores[padded(e)] = choice_key(s + to_float(bias[e]));
+  }
+  __syncthreads();
+  if (threadIdx.x >= 32) return;
+  const int lane = threadIdx.x;
   const int group_size = a.experts / a.n_group;
   const bool all_kept = a.topk_group == a.n_group;
 
-  // ---- 1. biased scores ----
   float key[kSlots];
 #pragma unroll
   for (int i = 0; i < kSlots; ++i) {
     const int e = lane + 32 * i;
-    key[i] = -INFINITY;
-    if (e < a.experts) {
-      key[i] = choice_key(sigmoid_f32(to_float(row[e])) + to_float(bias[e]));
-      if (!all_kept) scores[padded(e)] = key[i];
-    }
+    key[i] = e < a.experts ? scores[padded(e)] : -INFINITY;
   }
 
   if (!all_kept) {
-    __syncwarp();
     // ---- 2. group scores ----
     const int lanes_per_group = a.n_group >= 32 ? 1 : 1 << (31 - __clz(32 / a.n_group));
     const int groups_per_pass = 32 / lanes_per_group;
@@ -157,9 +164,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) moe_route_grouped_kernel(
     if (lane == j) my_id = best_e;
   }
 
-  // The weights use the unbiased s, recomputed from the logit (a cached reload) rather than
-  // fetched from the register of whichever lane owns the expert.
-  const float s = lane < a.k ? sigmoid_f32(to_float(row[my_id])) : 0.0f;
+  const float s = lane < a.k ? sigmoids[my_id] : 0.0f;
   const float sum = warp_sum(s);
   if (lane < a.k) {
     a.weights[t * a.k + lane] = s / (sum + 1e-20f) * a.scale;
@@ -175,14 +180,19 @@ void moe_route_grouped(const Tensor& logits, const Tensor& bias, int n_group, in
   GroupedArgs a{logits.data, bias.data, topk_weights.ptr<float>(), topk_ids.ptr<int32_t>(),
                 logits.shape[0], logits.row_stride(), static_cast<int>(logits.shape[1]),
                 n_group, topk_group, k, routed_scaling_factor};
-  const unsigned blocks = static_cast<unsigned>((a.tokens + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  if (a.tokens == 0) return;
+  if (a.tokens > std::numeric_limits<int32_t>::max())  // one block per token
+    throw Error(ErrorKind::invalid_argument,
+                "moe_route_grouped: more than 2^31 - 1 tokens in one call (" +
+                    std::to_string(a.tokens) + ")");
+  const unsigned blocks = static_cast<unsigned>(a.tokens);
   auto s = static_cast<cudaStream_t>(stream.handle);
   dispatch_float_type(logits.dtype, [&](auto tag) {
     using T = decltype(tag);
     if (bias.dtype == DType::bf16)
-      moe_route_grouped_kernel<T, __nv_bfloat16><<<blocks, kWarpsPerBlock * 32, 0, s>>>(a);
+      moe_route_grouped_kernel<T, __nv_bfloat16><<<blocks, kThreads, 0, s>>>(a);
     else
-      moe_route_grouped_kernel<T, float><<<blocks, kWarpsPerBlock * 32, 0, s>>>(a);
+      moe_route_grouped_kernel<T, float><<<blocks, kThreads, 0, s>>>(a);
   });
   BRAID_CUDA_CHECK_LAUNCH();
 }
