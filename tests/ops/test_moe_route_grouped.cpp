@@ -189,6 +189,8 @@ INSTANTIATE_TEST_SUITE_P(
         GroupedCase{DType::bf16, DType::f32, 7, 256, 8, 4, 8, 2.5f},
         GroupedCase{DType::f32, DType::bf16, 1024, 256, 8, 4, 8, 2.5f},
         GroupedCase{DType::bf16, DType::bf16, 1024, 256, 8, 4, 8, 2.5f},
+        GroupedCase{DType::f32, DType::bf16, 1027, 256, 8, 4, 8, 2.5f},  // 4 tokens a block, + 3
+        GroupedCase{DType::f32, DType::f32, 513, 512, 8, 4, 16, 1.5f},   // the same at the limits
         GroupedCase{DType::f32, DType::f32, 7, 96, 6, 3, 8, 1.0f},     // not powers of two
         GroupedCase{DType::bf16, DType::f32, 7, 24, 3, 2, 5, 1.0f},
         GroupedCase{DType::f16, DType::f32, 7, 24, 3, 1, 8, 1.0f},     // k = the kept experts

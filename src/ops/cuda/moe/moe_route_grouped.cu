@@ -1,9 +1,11 @@
-// moe_route_grouped: DeepSeek-V3's grouped sigmoid router. One block per token, four stages:
-//   1. every thread of the block computes the sigmoid s and the biased score b = s + bias of one
-//      or two experts (coalesced loads) into shared memory. The sigmoid is computed in fp64 to
-//      round once like the reference, which is slow per value: spreading the experts over the
-//      block's 256 threads, rather than 32 lanes looping over their share, is what keeps a call
-//      near the launch cost when there are few tokens. One warp does stages 2 to 4;
+// moe_route_grouped: DeepSeek-V3's grouped sigmoid router. A block of 256 threads takes one token
+// (up to 512 tokens) or four (more: fewer, fuller blocks), in four stages:
+//   1. the block's threads compute the sigmoid s and the biased score b = s + bias of every expert
+//      of its tokens (coalesced loads) into shared memory. The sigmoid is computed in fp64 to
+//      round once like the reference, which is slow per value: spreading one token's experts
+//      over 256 threads, rather than 32 lanes looping over their share, is what keeps a call
+//      near the launch cost when there are few tokens. Warp w then does stages 2 to 4 for the
+//      block's token w;
 //   2. group scores, the sum of a group's top two b: L lanes per group (the largest power of two
 //      with L * n_group <= 32, else 1), each scanning a contiguous share of its group, their
 //      (first, second) pairs merged by shuffles. O(E / 32) shared-memory reads per lane;
@@ -28,7 +30,9 @@ namespace braid::cuda {
 
 namespace {
 
-constexpr int kThreads = 256;  // stage 1's threads; warp 0 goes on alone
+constexpr int kThreads = 256;         // stage 1's threads; one warp per token goes on
+constexpr int kMaxTokensPerBlock = 4;  // what the shared memory below holds
+constexpr int kOneTokenUpTo = 512;     // tokens per call up to which blocks take one token
 constexpr int kSlots = ops::kMoeMaxExperts / 32;  // experts per lane at most
 // Shared memory holds expert e's b at e + e / 32: one pad word per 32 keeps the lanes of stage 2,
 // which read groups at a stride of the group size, on different banks for the usual sizes.
@@ -42,6 +46,7 @@ struct GroupedArgs {
   float* weights;
   int32_t* ids;
   int64_t tokens, logits_stride;
+  int tokens_per_block;  // 1 or kMaxTokensPerBlock
   int experts, n_group, topk_group, k;
   float scale;
 };
@@ -68,24 +73,31 @@ __device__ __forceinline__ void merge_top2(float& first, float& second, float ot
 
 template <typename T, typename B>
 __global__ void __launch_bounds__(kThreads) moe_route_grouped_kernel(GroupedArgs a) {
-  __shared__ float scores[kPaddedExperts];     // b, NaN as -inf
-  __shared__ float sigmoids[ops::kMoeMaxExperts];  // s
-  __shared__ float group_scores[ops::kMoeMaxExperts];
-  __shared__ bool kept[ops::kMoeMaxExperts];
+  __shared__ float scores_smem[kMaxTokensPerBlock][kPaddedExperts];  // b, NaN as -inf
+  __shared__ float sigmoids_smem[kMaxTokensPerBlock][ops::kMoeMaxExperts];  // s
+  __shared__ float group_scores_smem[kMaxTokensPerBlock][ops::kMoeMaxExperts];
+  __shared__ bool kept_smem[kMaxTokensPerBlock][ops::kMoeMaxExperts];
 
-  const int64_t t = blockIdx.x;
-  const T* row = static_cast<const T*>(a.logits) + t * a.logits_stride;
+  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * a.tokens_per_block;
   const B* bias = static_cast<const B*>(a.bias);
 
-  // ---- 1. s and b of every expert, spread over the block ----
-  for (int e = threadIdx.x; e < a.experts; e += kThreads) {
+  // ---- 1. s and b of every expert of the block's tokens, spread over the block ----
+  for (int i = threadIdx.x; i < a.tokens_per_block * a.experts; i += kThreads) {
+    const int w = i / a.experts, e = i - w * a.experts;
+    if (t0 + w >= a.tokens) break;  // i only grows: the rest of this thread's share is past too
+    const T* row = static_cast<const T*>(a.logits) + (t0 + w) * a.logits_stride;
     const float s = sigmoid_f32(to_float(row[e]));
-    sigmoids[e] = s;
-    scores[padded(e)] = choice_key(s + to_float(bias[e]));
+    sigmoids_smem[w][e] = s;
+    scores_smem[w][padded(e)] = choice_key(s + to_float(bias[e]));
   }
   __syncthreads();
-  if (threadIdx.x >= 32) return;
-  const int lane = threadIdx.x;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t t = t0 + warp;
+  if (warp >= a.tokens_per_block || t >= a.tokens) return;  // whole warps; only warp barriers below
+  const float* scores = scores_smem[warp];
+  const float* sigmoids = sigmoids_smem[warp];
+  float* group_scores = group_scores_smem[warp];
+  bool* kept = kept_smem[warp];
   const int group_size = a.experts / a.n_group;
   const bool all_kept = a.topk_group == a.n_group;
 
@@ -178,21 +190,23 @@ void moe_route_grouped(const Tensor& logits, const Tensor& bias, int n_group, in
                        int k, float routed_scaling_factor, const Tensor& topk_weights,
                        const Tensor& topk_ids, Stream stream) {
   GroupedArgs a{logits.data, bias.data, topk_weights.ptr<float>(), topk_ids.ptr<int32_t>(),
-                logits.shape[0], logits.row_stride(), static_cast<int>(logits.shape[1]),
-                n_group, topk_group, k, routed_scaling_factor};
+                logits.shape[0], logits.row_stride(), /*tokens_per_block=*/1,
+                static_cast<int>(logits.shape[1]), n_group, topk_group, k,
+                routed_scaling_factor};
   if (a.tokens == 0) return;
-  if (a.tokens > std::numeric_limits<int32_t>::max())  // one block per token
+  a.tokens_per_block = a.tokens <= kOneTokenUpTo ? 1 : kMaxTokensPerBlock;
+  const int64_t blocks = (a.tokens + a.tokens_per_block - 1) / a.tokens_per_block;
+  if (blocks > std::numeric_limits<int32_t>::max())
     throw Error(ErrorKind::invalid_argument,
-                "moe_route_grouped: more than 2^31 - 1 tokens in one call (" +
-                    std::to_string(a.tokens) + ")");
-  const unsigned blocks = static_cast<unsigned>(a.tokens);
+                "moe_route_grouped: too many tokens for one call (" + std::to_string(a.tokens) +
+                    ")");
   auto s = static_cast<cudaStream_t>(stream.handle);
   dispatch_float_type(logits.dtype, [&](auto tag) {
     using T = decltype(tag);
     if (bias.dtype == DType::bf16)
-      moe_route_grouped_kernel<T, __nv_bfloat16><<<blocks, kThreads, 0, s>>>(a);
+      moe_route_grouped_kernel<T, __nv_bfloat16><<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(a);
     else
-      moe_route_grouped_kernel<T, float><<<blocks, kThreads, 0, s>>>(a);
+      moe_route_grouped_kernel<T, float><<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(a);
   });
   BRAID_CUDA_CHECK_LAUNCH();
 }
