@@ -526,14 +526,7 @@ void add_bench_attention_command(CLI::App* bench, int& exit_code) {
   cmd->add_flag("--sweep", args->sweep,
                 "Also lengths 512..16384 at h=32 d=128, batch 16384/length, causal and full");
   cmd->add_flag("--gqa", args->gqa, "Also the six shapes with a quarter of the KV heads (GQA 4:1)");
-  cmd->callback([args, &exit_code] {
-    if (!BRAID_WITH_CUDA) {
-      fmt::print(stderr, "{}: this build has no CUDA support\n", kCmd);
-      exit_code = 2;
-      return;
-    }
-    exit_code = run_attention_bench(*args);
-  });
+  set_cuda_callback(cmd, kCmd, exit_code, [args] { return run_attention_bench(*args); });
 }
 
 }  // namespace braid::cli

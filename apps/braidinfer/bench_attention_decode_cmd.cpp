@@ -219,14 +219,7 @@ void add_bench_attention_decode_command(CLI::App* bench, int& exit_code) {
   cmd->add_option("--splits", args->splits,
                   "Also time the CUDA kernels with these split counts (tuning), e.g. --splits 1 2 4")
       ->delimiter(',');
-  cmd->callback([args, &exit_code] {
-    if (!BRAID_WITH_CUDA) {
-      fmt::print(stderr, "braidinfer bench attention-decode: this build has no CUDA support\n");
-      exit_code = 2;
-      return;
-    }
-    exit_code = run_attention_decode(*args);
-  });
+  set_cuda_callback(cmd, "braidinfer bench attention-decode", exit_code, [args] { return run_attention_decode(*args); });
 }
 
 }  // namespace braid::cli

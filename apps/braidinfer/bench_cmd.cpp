@@ -50,6 +50,17 @@ int run_ceilings_command(const CeilingsArgs& args) {
 
 }  // namespace
 
+void set_cuda_callback(CLI::App* cmd, const char* name, int& exit_code, std::function<int()> run) {
+  cmd->callback([name, &exit_code, run = std::move(run)] {
+    if (!BRAID_WITH_CUDA) {
+      fmt::print(stderr, "{}: this build has no CUDA support\n", name);
+      exit_code = 2;
+      return;
+    }
+    exit_code = run();
+  });
+}
+
 void add_bench_commands(CLI::App& app, int& exit_code) {
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks");
   bench->require_subcommand(1);

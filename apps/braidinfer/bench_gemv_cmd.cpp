@@ -380,14 +380,7 @@ void add_bench_gemv_command(CLI::App* bench, int& exit_code) {
   cmd->add_option("--json", args->json_path, "Write the run as JSON to this file");
   cmd->add_flag("--quick", args->quick, "Fewer repetitions (smoke test)");
   cmd->add_flag("--sweep", args->sweep, "Also time other launch shapes of the kernel (tuning)");
-  cmd->callback([args, &exit_code] {
-    if (!BRAID_WITH_CUDA) {
-      fmt::print(stderr, "braidinfer bench gemv: this build has no CUDA support\n");
-      exit_code = 2;
-      return;
-    }
-    exit_code = run_gemv_bench(*args);
-  });
+  set_cuda_callback(cmd, "braidinfer bench gemv", exit_code, [args] { return run_gemv_bench(*args); });
 }
 
 }  // namespace braid::cli

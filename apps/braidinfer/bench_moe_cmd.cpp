@@ -274,14 +274,7 @@ void add_bench_moe_command(CLI::App* bench, int& exit_code) {
   cmd->add_flag("--skew", args->skew, "Bias the router towards a few experts (an unbalanced load)");
   cmd->add_option("--json", args->json_path, "Write the run as JSON to this file");
   cmd->add_flag("--quick", args->quick, "Fewer repetitions, smaller ceiling shapes (smoke test)");
-  cmd->callback([args, &exit_code] {
-    if (!BRAID_WITH_CUDA) {
-      fmt::print(stderr, "{}: this build has no CUDA support\n", kCmd);
-      exit_code = 2;
-      return;
-    }
-    exit_code = run_moe_bench(*args);
-  });
+  set_cuda_callback(cmd, kCmd, exit_code, [args] { return run_moe_bench(*args); });
 }
 
 }  // namespace braid::cli

@@ -327,14 +327,7 @@ void add_bench_router_command(CLI::App* bench, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--json", args->json_path, "Write the run as JSON to this file");
   cmd->add_flag("--quick", args->quick, "Fewer repetitions, smaller copy ceiling (smoke test)");
-  cmd->callback([args, &exit_code] {
-    if (!BRAID_WITH_CUDA) {
-      fmt::print(stderr, "{}: this build has no CUDA support\n", kCmd);
-      exit_code = 2;
-      return;
-    }
-    exit_code = run_router_bench(*args);
-  });
+  set_cuda_callback(cmd, kCmd, exit_code, [args] { return run_router_bench(*args); });
 }
 
 }  // namespace braid::cli

@@ -4,11 +4,17 @@
 
 #include <CLI/CLI.hpp>
 
+#include <functional>
+
 namespace braid::cli {
 
 void add_info_command(CLI::App& app, int& exit_code);
 void add_bench_commands(CLI::App& app, int& exit_code);
 void add_generate_command(CLI::App& app, int& exit_code);
+// Makes `run` the callback of `cmd`, a command that needs the GPU: in a build without CUDA it
+// prints "<name>: this build has no CUDA support" and exits with 2 instead.
+void set_cuda_callback(CLI::App* cmd, const char* name, int& exit_code, std::function<int()> run);
+
 // Subcommands of `bench`, each in its own file.
 void add_bench_decode_command(CLI::App* bench, int& exit_code);
 void add_bench_attention_command(CLI::App* bench, int& exit_code);

@@ -193,7 +193,6 @@ void moe_route_grouped(const Tensor& logits, const Tensor& bias, int n_group, in
                 logits.shape[0], logits.row_stride(), /*tokens_per_block=*/1,
                 static_cast<int>(logits.shape[1]), n_group, topk_group, k,
                 routed_scaling_factor};
-  if (a.tokens == 0) return;
   a.tokens_per_block = a.tokens <= kOneTokenUpTo ? 1 : kMaxTokensPerBlock;
   const int64_t blocks = (a.tokens + a.tokens_per_block - 1) / a.tokens_per_block;
   if (blocks > std::numeric_limits<int32_t>::max())
