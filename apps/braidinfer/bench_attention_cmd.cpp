@@ -30,6 +30,7 @@
 #include "braid/error.h"
 #include "braid/ops.h"
 #include "commands.h"
+#include "table_outputs.h"
 
 namespace braid::cli {
 
@@ -88,6 +89,7 @@ std::string case_params(const bench::PrefillShape& s) {
 
 struct AttentionArgs {
   std::string json_path;
+  TablePaths tables;
   bool quick = false;
   bool sweep = false;
   bool gqa = false;
@@ -503,6 +505,7 @@ int run_attention_bench(const AttentionArgs& args) {
     write_json(run, vals, mem, args.json_path);
     fmt::print("wrote {}\n", args.json_path);
   }
+  write_table_outputs(run, args.tables);
   const auto failed =
       std::count_if(vals.begin(), vals.end(), [](const Validation& v) { return !v.ok; });
   if (failed > 0) {
@@ -522,6 +525,7 @@ void add_bench_attention_command(CLI::App* bench, int& exit_code) {
       "FlashAttention forward (attention_prefill, bf16) on ANCHORS.md's shapes, checked against "
       "fp64, with the copy and GEMM ceilings of the same run");
   cmd->add_option("--json", args->json_path, "Write the run as JSON to this file");
+  add_table_output_options(cmd, args->tables);
   cmd->add_flag("--quick", args->quick, "Fewer repetitions, smaller ceiling shapes (smoke test)");
   cmd->add_flag("--sweep", args->sweep,
                 "Also lengths 512..16384 at h=32 d=128, batch 16384/length, causal and full");

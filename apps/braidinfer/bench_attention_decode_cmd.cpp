@@ -23,6 +23,7 @@
 #include "braid/error.h"
 #include "braid/ops.h"
 #include "commands.h"
+#include "table_outputs.h"
 #if BRAID_WITH_CUDA
 #include "ops/cuda/cuda_ops.h"
 #endif
@@ -48,6 +49,7 @@ const DecodeShape kShapes[] = {
 
 struct DecodeArgs {
   std::string json_path;
+  TablePaths tables;
   bool quick = false;
   std::vector<int> splits;  // extra rows with these split counts (tuning)
 };
@@ -204,6 +206,7 @@ int run_attention_decode(const DecodeArgs& args) {
     bench::write_json(run, args.json_path);
     fmt::print("wrote {}\n", args.json_path);
   }
+  write_table_outputs(run, args.tables);
   return 0;
 }
 
@@ -215,6 +218,7 @@ void add_bench_attention_decode_command(CLI::App* bench, int& exit_code) {
       "attention-decode",
       "Decode attention over a paged KV cache on ANCHORS.md's shapes (32/8 heads, d128, bf16)");
   cmd->add_option("--json", args->json_path, "Write the run as JSON to this file");
+  add_table_output_options(cmd, args->tables);
   cmd->add_flag("--quick", args->quick, "Fewer repetitions (smoke test)");
   cmd->add_option("--splits", args->splits,
                   "Also time the CUDA kernels with these split counts (tuning), e.g. --splits 1 2 4")

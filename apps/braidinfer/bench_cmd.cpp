@@ -8,6 +8,7 @@
 #include "bench/report.h"
 #include "braid/buffer.h"
 #include "commands.h"
+#include "table_outputs.h"
 
 namespace braid::cli {
 
@@ -15,6 +16,7 @@ namespace {
 
 struct CeilingsArgs {
   std::string json_path;
+  TablePaths tables;
   bool quick = false;
   int device = 0;
 };
@@ -45,6 +47,7 @@ int run_ceilings_command(const CeilingsArgs& args) {
     bench::write_json(run, args.json_path);
     fmt::print("wrote {}\n", args.json_path);
   }
+  write_table_outputs(run, args.tables);
   return 0;
 }
 
@@ -71,12 +74,16 @@ void add_bench_commands(CLI::App& app, int& exit_code) {
   add_bench_router_command(bench, exit_code);
   add_bench_moe_command(bench, exit_code);
   add_bench_moe_fp8_command(bench, exit_code);
+  add_bench_kernels_command(bench, exit_code);
+  add_bench_prefill_command(bench, exit_code);
+  add_bench_all_command(bench, exit_code);
 
   auto args = std::make_shared<CeilingsArgs>();
   CLI::App* ceilings = bench->add_subcommand(
       "ceilings",
       "Measure copy bandwidth, bf16 GEMM/GEMV and fp8 GEMM rates and kernel launch costs");
   ceilings->add_option("--json", args->json_path, "Write the run as JSON to this file");
+  add_table_output_options(ceilings, args->tables);
   ceilings->add_flag("--quick", args->quick, "Smaller sizes and fewer repetitions (smoke test)");
   ceilings->add_option("--device", args->device, "CUDA device index")->capture_default_str();
   ceilings->callback([args, &exit_code] { exit_code = run_ceilings_command(*args); });

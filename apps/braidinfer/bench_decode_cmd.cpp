@@ -9,6 +9,7 @@
 #include "braid/buffer.h"
 #include "braid/error.h"
 #include "commands.h"
+#include "table_outputs.h"
 
 namespace braid::cli {
 
@@ -16,6 +17,7 @@ void add_bench_decode_command(CLI::App* bench, int& exit_code) {
   struct Args {
     bench::DecodeOptions options;
     std::string json_path;
+    TablePaths tables;
   };
   auto a = std::make_shared<Args>();
   std::string names;
@@ -32,6 +34,7 @@ void add_bench_decode_command(CLI::App* bench, int& exit_code) {
   d->add_flag("--breakdown", a->options.breakdown,
               "Also time each component of the step (eager, CUDA events between components)");
   d->add_option("--json", a->json_path, "Write the run as JSON to this file");
+  add_table_output_options(d, a->tables);
   d->callback([a, &exit_code] {
     if (a->options.preset.empty() && a->options.model_dir.empty())
       throw braid::Error(braid::ErrorKind::invalid_argument, "bench decode: give --shape NAME or --model DIR");
@@ -51,6 +54,7 @@ void add_bench_decode_command(CLI::App* bench, int& exit_code) {
       bench::write_json(run, a->json_path);
       fmt::print("wrote {}\n", a->json_path);
     }
+    write_table_outputs(run, a->tables);
     exit_code = 0;
   });
 }

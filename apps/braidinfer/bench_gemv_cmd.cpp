@@ -21,6 +21,7 @@
 #include "braid/error.h"
 #include "braid/ops.h"
 #include "commands.h"
+#include "table_outputs.h"
 #if BRAID_WITH_CUDA
 #include "ops/cuda/gemm/gemm_lt.h"
 #include "ops/cuda/gemv/gemv.h"
@@ -78,6 +79,7 @@ double case_bytes(const Case& c) {  // w and a read, out written, all bf16
 
 struct GemvArgs {
   std::string json_path;
+  TablePaths tables;
   bool quick = false;
   bool sweep = false;
 };
@@ -367,6 +369,7 @@ int run_gemv_bench(const GemvArgs& args) {
     bench::write_json(run, args.json_path);
     fmt::print("wrote {}\n", args.json_path);
   }
+  write_table_outputs(run, args.tables);
   return 0;
 }
 
@@ -378,6 +381,7 @@ void add_bench_gemv_command(CLI::App* bench, int& exit_code) {
       "gemv", "GEMV (m <= 16) against cuBLASLt on the projections of Qwen2.5-0.5B, "
               "Llama-3.2-1B and Llama-2-7B");
   cmd->add_option("--json", args->json_path, "Write the run as JSON to this file");
+  add_table_output_options(cmd, args->tables);
   cmd->add_flag("--quick", args->quick, "Fewer repetitions (smoke test)");
   cmd->add_flag("--sweep", args->sweep, "Also time other launch shapes of the kernel (tuning)");
   set_cuda_callback(cmd, "braidinfer bench gemv", exit_code, [args] { return run_gemv_bench(*args); });

@@ -33,6 +33,7 @@
 #include "braid/buffer.h"
 #include "braid/error.h"
 #include "commands.h"
+#include "table_outputs.h"
 
 namespace braid::cli {
 
@@ -46,6 +47,7 @@ struct MoeArgs {
   std::string shape = "all";
   std::vector<int64_t> tokens;
   std::string json_path;
+  TablePaths tables;
   bool quick = false;
   bool skew = false;
   int samples = 64;
@@ -244,6 +246,7 @@ int run_moe_bench(const MoeArgs& args) {
     write_json(run, cases, args.json_path);
     fmt::print("wrote {}\n", args.json_path);
   }
+  write_table_outputs(run, args.tables);
   const auto failed = std::count_if(cases.begin(), cases.end(), [](const bench::MoeCase& c) {
     return c.check && !c.check->ok();
   });
@@ -273,6 +276,7 @@ void add_bench_moe_command(CLI::App* bench, int& exit_code) {
       ->capture_default_str();
   cmd->add_flag("--skew", args->skew, "Bias the router towards a few experts (an unbalanced load)");
   cmd->add_option("--json", args->json_path, "Write the run as JSON to this file");
+  add_table_output_options(cmd, args->tables);
   cmd->add_flag("--quick", args->quick, "Fewer repetitions, smaller ceiling shapes (smoke test)");
   set_cuda_callback(cmd, kCmd, exit_code, [args] { return run_moe_bench(*args); });
 }

@@ -37,6 +37,7 @@
 #include "braid/buffer.h"
 #include "braid/error.h"
 #include "commands.h"
+#include "table_outputs.h"
 
 namespace braid::cli {
 
@@ -50,6 +51,7 @@ struct MoeFp8Args {
   std::vector<int64_t> tokens;
   std::vector<int> terms = {3, 1};
   std::string json_path;
+  TablePaths tables;
   bool quick = false;
   int samples = 16;
 };
@@ -295,6 +297,7 @@ int run_moe_fp8_bench(const MoeFp8Args& args) {
     write_json(run, cases, args.json_path);
     fmt::print("wrote {}\n", args.json_path);
   }
+  write_table_outputs(run, args.tables);
   const auto failed = std::count_if(cases.begin(), cases.end(), [](const bench::MoeFp8Case& c) {
     return (c.ds_check && !c.ds_check->ok()) || (c.layer_check && !c.layer_check->ok());
   });
@@ -328,6 +331,7 @@ void add_bench_moe_fp8_command(CLI::App* bench, int& exit_code) {
                   "Tokens per shape checked against the host references (0: no check)")
       ->capture_default_str();
   cmd->add_option("--json", args->json_path, "Write the run as JSON to this file");
+  add_table_output_options(cmd, args->tables);
   cmd->add_flag("--quick", args->quick, "Fewer repetitions, smaller ceiling shapes (smoke test)");
   set_cuda_callback(cmd, kCmd, exit_code, [args] { return run_moe_fp8_bench(*args); });
 }

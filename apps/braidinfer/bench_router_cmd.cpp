@@ -30,6 +30,7 @@
 #include "braid/error.h"
 #include "braid/ops.h"
 #include "commands.h"
+#include "table_outputs.h"
 
 namespace braid::cli {
 
@@ -54,6 +55,7 @@ struct RouterArgs {
   int topk_group = 4;  // grouped only
   std::vector<int64_t> tokens{1, 4, 256, 1024};
   std::string json_path;
+  TablePaths tables;
   bool quick = false;
 };
 
@@ -291,6 +293,7 @@ int run_router_bench(RouterArgs args) {
     write_json(run, baselines, lines, args.json_path);
     fmt::print("wrote {}\n", args.json_path);
   }
+  write_table_outputs(run, args.tables);
   int failed = 0;
   for (const auto& l : lines) failed += !l.check.ok();
   if (failed > 0) {
@@ -326,6 +329,7 @@ void add_bench_router_command(CLI::App* bench, int& exit_code) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--json", args->json_path, "Write the run as JSON to this file");
+  add_table_output_options(cmd, args->tables);
   cmd->add_flag("--quick", args->quick, "Fewer repetitions, smaller copy ceiling (smoke test)");
   set_cuda_callback(cmd, kCmd, exit_code, [args] { return run_router_bench(*args); });
 }

@@ -11,6 +11,7 @@ namespace braid::cli {
 void add_info_command(CLI::App& app, int& exit_code);
 void add_bench_commands(CLI::App& app, int& exit_code);
 void add_generate_command(CLI::App& app, int& exit_code);
+void add_profile_command(CLI::App& app, int& exit_code);
 // Makes `run` the callback of `cmd`, a command that needs the GPU: in a build without CUDA it
 // prints "<name>: this build has no CUDA support" and exits with 2 instead.
 void set_cuda_callback(CLI::App* cmd, const char* name, int& exit_code, std::function<int()> run);
@@ -23,5 +24,8 @@ void add_bench_gemv_command(CLI::App* bench, int& exit_code);
 void add_bench_router_command(CLI::App* bench, int& exit_code);
 void add_bench_moe_command(CLI::App* bench, int& exit_code);
 void add_bench_moe_fp8_command(CLI::App* bench, int& exit_code);
+void add_bench_kernels_command(CLI::App* bench, int& exit_code);
+void add_bench_prefill_command(CLI::App* bench, int& exit_code);
+void add_bench_all_command(CLI::App* bench, int& exit_code);
 
 }  // namespace braid::cli

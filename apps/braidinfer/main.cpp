@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   braid::cli::add_info_command(app, exit_code);
   braid::cli::add_bench_commands(app, exit_code);
   braid::cli::add_generate_command(app, exit_code);
+  braid::cli::add_profile_command(app, exit_code);
   try {
     app.parse(argc, argv);  // runs the chosen subcommand's callback
   } catch (const CLI::ParseError& e) {

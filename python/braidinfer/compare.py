@@ -19,6 +19,16 @@ machine (needs torch with CUDA, and triton for the timings it prefers):
         and 1) beside its torch reference, and seed 001's layer in fp8 beside a
         torch._scaled_grouped_mm pipeline and the bf16 torch._grouped_mm one
         (braidinfer/compare_moe_fp8.py)
+    python3 -m braidinfer.compare gemm [--quick] [--json FILE]
+        ops.gemm beside torch.matmul (cuBLAS) on Llama-3-8B's projections at M = 1, 16, 128, 4096
+        (braidinfer/compare_gemm.py)
+    python3 -m braidinfer.compare prefill [--models ...] [--quick] [--braidinfer-json F] [--json FILE]
+        transformers LlamaForCausalLM prefill on seed 001's small / medium / large models, beside
+        `braidinfer bench prefill --json F` (braidinfer/compare_prefill.py)
+    python3 -m braidinfer.compare all [--quick] [--only a,b] [--skip a,b]
+        [--braidinfer-prefill-json F] [--json FILE]
+        every comparison above in one process, one JSON with normalised rows
+        (braidinfer/compare_all.py, braidinfer/compare_rows.py)
 
 Run from the repository root with the package and a CUDA build of the library:
 
@@ -32,7 +42,8 @@ import sys
 # subcommand -> module of this package with a main(argv) (imported only when chosen, so that
 # --help works without torch)
 SUBCOMMANDS = {"attention": "compare_attention", "decode": "compare_decode",
-               "router": "compare_router", "moe": "compare_moe", "moe-fp8": "compare_moe_fp8"}
+               "router": "compare_router", "moe": "compare_moe", "moe-fp8": "compare_moe_fp8",
+               "gemm": "compare_gemm", "prefill": "compare_prefill", "all": "compare_all"}
 
 
 def main(argv=None):

@@ -270,10 +270,10 @@ def run_config(batch, seq, heads, head_dim, causal, implementations=IMPLEMENTATI
     return config
 
 
-def run_memory_table():
+def run_memory_table(lengths=MEMORY_LENGTHS):
     """Seed 001's table: peak memory of naive and braidinfer attention, no timing."""
     rows = []
-    for seq in MEMORY_LENGTHS:
+    for seq in lengths:
         c = run_config(MEMORY_SHAPE["batch"], seq, MEMORY_SHAPE["heads"], MEMORY_SHAPE["head_dim"],
                        MEMORY_SHAPE["causal"], implementations=["naive", "braidinfer"],
                        time=False)
@@ -373,7 +373,7 @@ def environment():
     return info
 
 
-def main(argv=None):
+def build_parser():
     parser = argparse.ArgumentParser(
         prog="python3 -m braidinfer.compare attention",
         description="braidinfer attention_prefill beside naive PyTorch and SDPA (FlashAttention-2,"
@@ -381,10 +381,12 @@ def main(argv=None):
     parser.add_argument("--sweep", action="store_true",
                         help="also S = 512 .. 16384 at H=32, D=128, B*S = 16384")
     parser.add_argument("--json", help="write every row and the environment to this file")
-    args = parser.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("compare attention: no CUDA device", file=sys.stderr)
-        return 2
+    return parser
+
+
+def run(args, configs=ANCHOR_CONFIGS, memory_lengths=MEMORY_LENGTHS):
+    """Measures and prints the comparison; returns its report ({"info", "anchors", "sweep",
+    "memory"}), also written to args.json after each part when set. Needs a CUDA device."""
     # The reference is fp32: TF32 matmuls would round its inputs to 10 mantissa bits.
     torch.backends.cuda.matmul.allow_tf32 = False
     info = environment()
@@ -398,7 +400,7 @@ def main(argv=None):
             with open(args.json, "w") as f:
                 json.dump(report, f, indent=2)
 
-    for shape in ANCHOR_CONFIGS:
+    for shape in configs:
         report["anchors"].append(run_config(*shape))
     print_configs("Attention forward, ANCHORS.md configurations (bf16)", report["anchors"])
     save()
@@ -410,9 +412,18 @@ def main(argv=None):
         print_configs(f"Sweep: B*S = {SWEEP_TOKENS}, H={SWEEP_HEADS}, D={SWEEP_HEAD_DIM} (bf16)",
                       report["sweep"])
         save()
-    report["memory"] = run_memory_table()
+    report["memory"] = run_memory_table(memory_lengths)
     print_memory_table(report["memory"])
     save()
+    return report
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    if not torch.cuda.is_available():
+        print("compare attention: no CUDA device", file=sys.stderr)
+        return 2
+    run(args)
     if args.json:
         print(f"wrote {args.json}")
     return 0

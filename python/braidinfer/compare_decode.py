@@ -132,18 +132,20 @@ def run_shape(batch, kv_len, gen):
     return rows
 
 
-def main(argv=None):
+def build_parser():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="write the rows as JSON to this file")
-    args = parser.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("compare_decode: no CUDA device", file=sys.stderr)
-        return 2
+    return parser
+
+
+def run(args, shapes=SHAPES):
+    """Measures and prints the comparison; returns its report ({"info", "rows"}), also written to
+    args.json when set. Needs a CUDA device."""
     info = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
             "cudnn": torch.backends.cudnn.version()}
     print(f"{info['device']}, torch {info['torch']}, cuDNN {info['cudnn']}")
     rows = []
-    for batch, kv_len in SHAPES:
+    for batch, kv_len in shapes:
         rows += run_shape(batch, kv_len, torch.Generator(device="cuda").manual_seed(batch * kv_len))
         torch.cuda.empty_cache()
     print(f"{'name':36} {'batch':>5} {'kv_len':>6} {'median us':>10} {'GB/s':>8}  note")
@@ -151,9 +153,20 @@ def main(argv=None):
         us = f"{r['median_us']:.1f}" if r["median_us"] else "-"
         gbps = f"{r['gbps']:.0f}" if r["gbps"] else "-"
         print(f"{r['name']:36} {r['batch']:>5} {r['kv_len']:>6} {us:>10} {gbps:>8}  {r['note']}")
+    report = {"info": info, "rows": rows}
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"info": info, "rows": rows}, f, indent=2)
+            json.dump(report, f, indent=2)
+    return report
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    if not torch.cuda.is_available():
+        print("compare_decode: no CUDA device", file=sys.stderr)
+        return 2
+    run(args)
+    if args.json:
         print(f"wrote {args.json}")
     return 0
 

@@ -532,7 +532,7 @@ def run_config(model, tokens, label, samples, budget_ms):
     return result
 
 
-def main(argv=None):
+def build_parser():
     parser = argparse.ArgumentParser(
         prog="python3 -m braidinfer.compare moe",
         description="braidinfer's MoE layer (bf16) beside torch._grouped_mm, transformers' "
@@ -545,19 +545,15 @@ def main(argv=None):
                         help="tokens checked against the fp32 reference")
     parser.add_argument("--quick", action="store_true", help="shorter timings (smoke test)")
     parser.add_argument("--json", help="write every row and the environment to this file")
-    args = parser.parse_args(argv)
-    try:
-        configs = select_configs(args.shape, args.tokens)
-    except ValueError as e:
-        parser.error(str(e))
-    try:
-        import torch
-    except ImportError:
-        print("compare moe: needs torch (with CUDA)", file=sys.stderr)
-        return 2
-    if not torch.cuda.is_available():
-        print("compare moe: no CUDA device", file=sys.stderr)
-        return 2
+    return parser
+
+
+def run(args, configs):
+    """Measures and prints `configs` (select_configs()'s list); returns the report ({"info",
+    "config", "results"}), also written to args.json after each config when set. Needs torch with
+    a CUDA device."""
+    import torch
+
     if not hasattr(torch, "_grouped_mm"):
         print("compare moe: this torch has no torch._grouped_mm (its rows will say so)",
               file=sys.stderr)
@@ -587,6 +583,25 @@ def main(argv=None):
                 json.dump(report, f, indent=2)
     print("\n(ratio = peer median / braidinfer median; % of dense = dense time / experts time at "
           "the same FLOPs; mism = sampled rows routed differently from the reference, left out)")
+    return report
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        configs = select_configs(args.shape, args.tokens)
+    except ValueError as e:
+        parser.error(str(e))
+    try:
+        import torch
+    except ImportError:
+        print("compare moe: needs torch (with CUDA)", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("compare moe: no CUDA device", file=sys.stderr)
+        return 2
+    run(args, configs)
     if args.json:
         print(f"wrote {args.json}")
     return 0

@@ -485,7 +485,7 @@ def run_seed001(tokens, label, samples, budget_ms, model=cm.SEED001):
     return result
 
 
-def main(argv=None):
+def build_parser():
     parser = argparse.ArgumentParser(
         prog="python3 -m braidinfer.compare moe-fp8",
         description="braidinfer's FP8 block-scale MoE (seed 003's definition, seed 001's layer "
@@ -498,19 +498,26 @@ def main(argv=None):
                         help="seed001 tokens checked against the fp32 reference")
     parser.add_argument("--quick", action="store_true", help="shorter timings (smoke test)")
     parser.add_argument("--json", help="write every row and the environment to this file")
-    args = parser.parse_args(argv)
-    try:
-        configs = select_configs(args.shape, args.tokens)
-    except ValueError as e:
-        parser.error(str(e))
-    try:
-        import torch
-    except ImportError:
-        print("compare moe-fp8: needs torch (with CUDA)", file=sys.stderr)
-        return 2
-    if not torch.cuda.is_available():
-        print("compare moe-fp8: no CUDA device", file=sys.stderr)
-        return 2
+    return parser
+
+
+def failed_checks(report):
+    """How many braidinfer rows of the report failed a check they are judged on."""
+    failed = 0
+    for result in report["results"]:
+        for name, row in result["impls"].items():
+            c = row.get("check")
+            if name.startswith("braidinfer") and c and c.get("judged", True) and not c["ok"]:
+                failed += 1
+    return failed
+
+
+def run(args, configs):
+    """Measures and prints `configs` (select_configs()'s list); returns the report ({"info",
+    "config", "results"}), also written to args.json after each config when set. Needs torch with
+    a CUDA device."""
+    import torch
+
     torch.backends.cuda.matmul.allow_tf32 = False  # the references are fp32
     from .compare_attention import environment
 
@@ -527,7 +534,6 @@ def main(argv=None):
                          "seed003": SEED003, "terms": list(TERMS)},
               "results": []}
     ds_weights = None
-    failed = 0
     for layer, tokens, label in configs:
         if layer == "seed003":
             if ds_weights is None:
@@ -538,20 +544,37 @@ def main(argv=None):
             torch.cuda.empty_cache()
             result = run_seed001(tokens, label, args.samples, budget)
         report["results"].append(result)
-        for name, row in result["impls"].items():
-            c = row.get("check")
-            if name.startswith("braidinfer") and c and c.get("judged", True) and not c["ok"]:
-                failed += 1
         print(format_result(result), flush=True)
         if args.json:  # after each config, so an interrupted run keeps what it measured
             with open(args.json, "w") as f:
                 json.dump(report, f, indent=2)
+    del ds_weights
+    torch.cuda.empty_cache()
     print("\n(ratio = peer median / braidinfer median, graph timings where the peer has them; "
           "matched = flashinfer-bench's rule against the fp32 reference; terms 1 is expected to "
           "fail it)")
+    return report
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        configs = select_configs(args.shape, args.tokens)
+    except ValueError as e:
+        parser.error(str(e))
+    try:
+        import torch
+    except ImportError:
+        print("compare moe-fp8: needs torch (with CUDA)", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("compare moe-fp8: no CUDA device", file=sys.stderr)
+        return 2
+    report = run(args, configs)
     if args.json:
         print(f"wrote {args.json}")
-    return 1 if failed else 0
+    return 1 if failed_checks(report) else 0
 
 
 if __name__ == "__main__":

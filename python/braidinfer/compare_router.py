@@ -252,21 +252,18 @@ def print_report(results):
           " against torch.topk's)")
 
 
-def main(argv=None):
+def build_parser():
     parser = argparse.ArgumentParser(
         prog="python3 -m braidinfer.compare router",
         description="braidinfer moe_route_topk_softmax beside PyTorch softmax + topk "
                     f"(E={EXPERTS}, k={TOP_K}, bf16, renormalised) at {TOKENS} tokens")
     parser.add_argument("--json", help="write every row and the environment to this file")
-    args = parser.parse_args(argv)
-    try:
-        import torch
-    except ImportError:
-        print("compare router: needs torch (with CUDA)", file=sys.stderr)
-        return 2
-    if not torch.cuda.is_available():
-        print("compare router: no CUDA device", file=sys.stderr)
-        return 2
+    return parser
+
+
+def run(args, tokens_list=TOKENS):
+    """Measures and prints the comparison; returns its report ({"info", "config", "results"}),
+    also written to args.json when set. Needs torch with a CUDA device."""
     from .compare_attention import environment  # one environment header for every comparison
 
     info = environment()
@@ -277,16 +274,31 @@ def main(argv=None):
           f"library {info.get('braidinfer_library')}")
     report = {"info": info,
               "config": {"experts": EXPERTS, "k": TOP_K, "dtype": "bf16", "renormalize": True,
-                         "logits": "randn", "tokens": TOKENS,
+                         "logits": "randn", "tokens": list(tokens_list),
                          "targets": {"alone_us": TARGET_ALONE_US,
                                      "speedup_vs_torch": TARGET_SPEEDUP}},
               "results": []}
-    for tokens in TOKENS:
+    for tokens in tokens_list:
         report["results"].append(run_tokens(tokens))
     print_report(report["results"])
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2)
+    return report
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    try:
+        import torch
+    except ImportError:
+        print("compare router: needs torch (with CUDA)", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("compare router: no CUDA device", file=sys.stderr)
+        return 2
+    run(args)
+    if args.json:
         print(f"wrote {args.json}")
     return 0
 

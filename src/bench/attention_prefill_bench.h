@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "bench/accuracy.h"
+
 namespace braid::bench {
 
 // A batch of `batch` sequences of `seq_len` tokens each (queries = keys), as ops::attention_prefill
@@ -53,29 +55,5 @@ std::vector<int64_t> validation_rows(int64_t seq_len, int count, uint64_t seed);
 double reference_attention_row(const float* q, const float* k, const float* v, int64_t n,
                                int64_t head_dim, int64_t kv_stride, double scale, double* out);
 
-// Error of an output against the reference, over the vectors added to it.
-//   max_abs, mean_abs  of |out - ref| over every element
-//   max_rel            max |out - ref| / max(|ref|, floor), floor = 0.1 * the RMS of the
-//                      element's own reference vector: an element that is a near-cancellation,
-//                      far smaller than its neighbours, is measured against its vector's scale
-//                      (an elementwise relative error of a near-zero value says nothing)
-//   rel_l2             ||out - ref|| / ||ref|| over everything added
-//   rounding_max_abs   max |bf16(ref) - ref|: what rounding the exact answer to bf16 alone
-//                      costs, the floor under max_abs for a bf16 output
-struct ErrorSummary {
-  int64_t elements = 0;
-  double max_abs = 0, mean_abs = 0, max_rel = 0, rel_l2 = 0, rounding_max_abs = 0;
-};
-
-class ErrorAccumulator {
- public:
-  // One output vector of n elements and its reference.
-  void add(const float* out, const double* ref, int64_t n);
-  ErrorSummary summary() const;
-
- private:
-  int64_t elements_ = 0;
-  double max_abs_ = 0, sum_abs_ = 0, max_rel_ = 0, diff_sq_ = 0, ref_sq_ = 0, rounding_ = 0;
-};
 
 }  // namespace braid::bench

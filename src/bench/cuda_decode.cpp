@@ -10,6 +10,7 @@
 #include "bench/decode.h"
 #include "bench/device.h"
 #include "bench/kernels.h"
+#include "bench/model_setup.h"
 #include "bench/timer.h"
 #include "braid/buffer.h"
 #include "braid/error.h"
@@ -24,18 +25,6 @@
 namespace braid::bench {
 
 namespace {
-
-// Random weights: small uniform values (norm weights near 1) so activations stay finite.
-model::Weights random_weights(const model::ModelConfig& c, Device device, DType dtype) {
-  uint64_t seed = 1;
-  return model::build_weights(c, device, dtype,
-                              [&](const std::string& name, const std::vector<int64_t>&,
-                                  const Tensor& dst) {
-                                const bool norm = name.find("norm") != std::string::npos;
-                                fill_uniform(dst, seed++, norm ? 0.9f : -0.03f, norm ? 1.1f : 0.03f,
-                                             {});
-                              });
-}
 
 // Kernel nodes in one captured decode step.
 int count_kernels(const LaunchFn& step) {
@@ -116,39 +105,29 @@ Report run_decode(const DecodeOptions& o) {
   measure_copy_ceiling(o.quick, o.device, [&](ResultRow r) { copy_rows.push_back(std::move(r)); });
   run.ceilings = ceilings_from_rows(copy_rows);
 
-  const model::ModelConfig c = o.model_dir.empty() ? decode_preset(o.preset)
-                                                   : model::load_config(o.model_dir);
+  ModelSetupOptions so;
+  so.model_dir = o.model_dir;
+  if (o.model_dir.empty()) so.shape = decode_preset(o.preset);
+  so.label = o.preset;
+  so.sequences = o.batch;
+  so.context = o.context;
+  so.max_step_tokens = o.batch;
+  so.decode_scratch = true;
+  so.random_kv = true;
+  so.device = o.device;
+  const auto m = setup_model(so);
+  const model::ModelConfig& c = m->config;
+  const model::Weights& w = m->weights;
+  engine::KVCache& cache = *m->cache;
+  model::Workspace& ws = *m->workspace;
   // A context past the model's positions still measures the memory traffic of that many keys
   // (the weights are random); the row says so.
   const bool past_positions = o.context > c.max_position_embeddings;
-  const model::Weights w = o.model_dir.empty()
-                               ? random_weights(c, dev, dtype)
-                               : model::load_weights(c, model::Checkpoint::open(o.model_dir), dev, dtype);
   // Each sequence holds `context` tokens; the step appends at position context - 1 (overwriting
   // it each repetition), so every step reads exactly `context` keys.
-  engine::KVCache cache(c, o.context, 16, dev, dtype, o.batch);
-  for (size_t l = 0; l < cache.k.size(); ++l) {
-    fill_uniform(cache.k[l].view(), 1000 + l, -1.0f, 1.0f, {});
-    fill_uniform(cache.v[l].view(), 2000 + l, -1.0f, 1.0f, {});
-  }
-  model::Workspace ws(c, o.batch, dev, dtype, int64_t{cache.pages_per_seq} * cache.page_size);
-
   const int B = o.batch;
-  OwnedTensor host(DType::i32, {5 * B + 1}, Device::cpu());
-  int32_t* h = host.view().ptr<int32_t>();
-  for (int s = 0; s < B; ++s) {
-    h[s] = (s * 7919 + 11) % c.vocab_size;                            // tokens
-    h[B + s] = o.context - 1;                                         // positions
-    h[2 * B + s] = static_cast<int32_t>(cache.slot(s, o.context - 1));  // slots
-    h[3 * B + s] = o.context;                                         // kv_lens
-  }
-  for (int s = 0; s <= B; ++s) h[4 * B + s] = s;  // cu_seqlens_q: one query per sequence
-  OwnedTensor inputs(DType::i32, {5 * B + 1}, dev);
-  copy(host.view(), inputs.view());
-  const Tensor d = inputs.view();
-  const model::StepInputs in{d.slice(0, 0, B), d.slice(0, B, 2 * B), d.slice(0, 2 * B, 3 * B),
-                             d.slice(0, 4 * B, 5 * B + 1), d.slice(0, 3 * B, 4 * B),
-                             /*decode=*/true};
+  const StepBatch batch = make_step_batch(*m, B, o.context - 1, 1, /*decode=*/true);
+  const model::StepInputs& in = batch.inputs;
   OwnedTensor logits(DType::f32, {B, c.vocab_size}, dev);
   OwnedTensor next(DType::i32, {B}, dev);
 

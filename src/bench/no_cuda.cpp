@@ -7,6 +7,8 @@
 #include "bench/decode.h"
 #include "bench/device.h"
 #include "bench/kernels.h"
+#include "bench/model_setup.h"
+#include "bench/prefill.h"
 #include "bench/timer.h"
 #include "braid/error.h"
 
@@ -39,6 +41,9 @@ Report run_ceilings(const CeilingsOptions&) { no_cuda("bench ceilings"); }
 void measure_copy_ceiling(bool, int, const std::function<void(ResultRow)>&) { no_cuda("bench copy ceiling"); }
 void measure_gemm_ceiling(bool, int, const std::function<void(ResultRow)>&) { no_cuda("bench gemm ceiling"); }
 Report run_decode(const DecodeOptions&) { no_cuda("bench decode"); }
+Report run_prefill(const PrefillOptions&) { no_cuda("bench prefill"); }
+std::unique_ptr<ModelUnderTest> setup_model(const ModelSetupOptions&) { no_cuda("bench model"); }
+StepBatch make_step_batch(const ModelUnderTest&, int, int, int, bool) { no_cuda("bench model"); }
 
 }  // namespace braid::bench
 

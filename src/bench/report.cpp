@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <functional>
 #include <string_view>
 
 #include <fmt/core.h>
@@ -100,6 +101,12 @@ Roofline roofline_class(double flops, double bytes, const Ceilings& c) {
   return Roofline::balanced;
 }
 
+std::optional<Roofline> row_roofline(const ResultRow& r, const Ceilings& c) {
+  if (r.bytes <= 0 && r.flops <= 0) return std::nullopt;
+  if (r.bytes <= 0) return Roofline::compute;
+  return roofline_class(r.flops, r.bytes, r.bound == Bound::compute_fp8 ? fp8_ceilings(c) : c);
+}
+
 Bound roofline_bound(double flops, double bytes, const Ceilings& c) {
   if (flops <= 0 || bytes <= 0) return Bound::memory;
   const double ridge = ridge_flop_per_byte(c);
@@ -159,6 +166,29 @@ const char* bound_name(Bound b) {
 
 nlohmann::json optional_number(std::optional<double> v) {
   return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+nlohmann::json roofline_json(std::optional<Roofline> r) {
+  return r ? nlohmann::json(roofline_name(*r)) : nlohmann::json(nullptr);
+}
+
+// NaN (an error figure of an output with NaN in it) is written as null and read back as NaN.
+nlohmann::json number_or_null(double v) {
+  return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v);
+}
+
+nlohmann::json accuracy_json(const std::optional<Accuracy>& a) {
+  if (!a) return nullptr;
+  const ErrorSummary& e = a->error;
+  return {{"reference", a->reference},
+          {"elements", e.elements},
+          {"max_abs", number_or_null(e.max_abs)},
+          {"mean_abs", number_or_null(e.mean_abs)},
+          {"max_rel", number_or_null(e.max_rel)},
+          {"rel_l2", number_or_null(e.rel_l2)},
+          {"rounding_max_abs", number_or_null(e.rounding_max_abs)},
+          {"rel_l2_tolerance", a->rel_l2_tolerance},
+          {"passed", a->passed()}};
 }
 
 nlohmann::json device_json(const DeviceInfo& d) {
@@ -230,6 +260,29 @@ int get_int(const nlohmann::json& j, std::string_view path, std::string_view key
   return v.get<int>();
 }
 
+double get_number_or_nan(const nlohmann::json& j, std::string_view path, std::string_view key) {
+  const auto& v = field(j, path, key);
+  if (v.is_null()) return std::nan("");
+  if (!v.is_number()) bad_json(join(path, key), "a number or null", &v);
+  return v.get<double>();
+}
+
+std::optional<Accuracy> accuracy_from_json(const nlohmann::json& row, const std::string& path) {
+  auto it = row.find("accuracy");  // absent in results from before rows carried it
+  if (it == row.end() || it->is_null()) return std::nullopt;
+  const std::string p = path + ".accuracy";
+  Accuracy a;
+  a.reference = get_string(*it, p, "reference");
+  a.error.elements = static_cast<int64_t>(get_number(*it, p, "elements"));
+  a.error.max_abs = get_number_or_nan(*it, p, "max_abs");
+  a.error.mean_abs = get_number_or_nan(*it, p, "mean_abs");
+  a.error.max_rel = get_number_or_nan(*it, p, "max_rel");
+  a.error.rel_l2 = get_number_or_nan(*it, p, "rel_l2");
+  a.error.rounding_max_abs = get_number_or_nan(*it, p, "rounding_max_abs");
+  a.rel_l2_tolerance = get_number(*it, p, "rel_l2_tolerance");
+  return a;
+}
+
 Bound bound_from_name(const std::string& s, const std::string& path) {
   if (s == "none") return Bound::none;
   if (s == "memory") return Bound::memory;
@@ -295,7 +348,11 @@ nlohmann::json to_json(const Report& run) {
                     {"gbps", optional_number(achieved_gbps(r))},
                     {"tflops", optional_number(achieved_tflops(r))},
                     {"percent_of_ceiling", optional_number(percent_of_ceiling(r, run.ceilings))},
-                    {"note", r.note}});
+                    {"arithmetic_intensity",
+                     r.bytes > 0 && r.flops > 0 ? nlohmann::json(r.flops / r.bytes) : nullptr},
+                    {"roofline", roofline_json(row_roofline(r, run.ceilings))},
+                    {"note", r.note},
+                    {"accuracy", accuracy_json(r.accuracy)}});
   }
   auto positive = [](double v) { return v > 0 ? nlohmann::json(v) : nlohmann::json(nullptr); };
   return {{"schema", "braidinfer.bench.run/1"},
@@ -348,6 +405,7 @@ Report report_from_json(const nlohmann::json& j) {
     r.flops = get_number(rj, p, "flops");
     r.bound = bound_from_name(get_string(rj, p, "bound"), p);
     r.note = get_string(rj, p, "note");
+    r.accuracy = accuracy_from_json(rj, p);
     run.rows.push_back(std::move(r));
   }
   return run;
@@ -384,25 +442,93 @@ std::string format_bytes(double bytes) {
   return fmt::format("{:.0f} B", bytes);
 }
 
-std::string format_table(const Report& run) {
-  struct Column {
-    const char* title;
-    bool right;  // numbers right-aligned, text left-aligned
-  };
-  const std::vector<Column> cols = {{"name", false},      {"params", false},   {"timing", false},
-                                    {"median us", true},  {"min us", true},    {"max us", true},
-                                    {"GB/s", true},       {"TFLOP/s", true},   {"% ceil", true},
-                                    {"note", false}};
+namespace {
+
+std::string format_error(double v) {
+  if (std::isnan(v)) return "nan";
+  return v == 0 ? "0" : fmt::format("{:.2e}", v);
+}
+
+// The columns shared by the text table, CSV and Markdown: a title, whether the cell is a number
+// (right-aligned in the text table), and its text.
+struct Column {
+  const char* title;
+  bool number;
+  std::function<std::string(const ResultRow&, const Ceilings&)> cell;
+};
+
+const std::vector<Column>& columns() {
   auto or_dash = [](std::optional<double> v, auto fmt_fn) { return v ? fmt_fn(*v) : "-"; };
+  auto error_cell = [](double ErrorSummary::*field) {
+    return [field](const ResultRow& r, const Ceilings&) {
+      return r.accuracy ? format_error(r.accuracy->error.*field) : std::string("-");
+    };
+  };
+  static const std::vector<Column> cols = {
+      {"name", false, [](const ResultRow& r, const Ceilings&) { return r.name; }},
+      {"params", false, [](const ResultRow& r, const Ceilings&) { return r.params; }},
+      {"timing", false, [](const ResultRow& r, const Ceilings&) { return r.timing; }},
+      {"median us", true,
+       [](const ResultRow& r, const Ceilings&) { return format_us(r.stats.median_us); }},
+      {"min us", true, [](const ResultRow& r, const Ceilings&) { return format_us(r.stats.min_us); }},
+      {"max us", true, [](const ResultRow& r, const Ceilings&) { return format_us(r.stats.max_us); }},
+      {"GB/s", true,
+       [or_dash](const ResultRow& r, const Ceilings&) { return or_dash(achieved_gbps(r), format_rate); }},
+      {"TFLOP/s", true,
+       [or_dash](const ResultRow& r, const Ceilings&) {
+         return or_dash(achieved_tflops(r), format_rate);
+       }},
+      {"% ceil", true,
+       [or_dash](const ResultRow& r, const Ceilings& c) {
+         return or_dash(percent_of_ceiling(r, c), [](double p) { return fmt::format("{:.1f}", p); });
+       }},
+      {"roofline", false,
+       [](const ResultRow& r, const Ceilings& c) {
+         const auto k = row_roofline(r, c);
+         return k ? std::string(roofline_name(*k)) : std::string("-");
+       }},
+      {"max abs", true, error_cell(&ErrorSummary::max_abs)},
+      {"mean abs", true, error_cell(&ErrorSummary::mean_abs)},
+      {"max rel", true, error_cell(&ErrorSummary::max_rel)},
+      {"check", false,
+       [](const ResultRow& r, const Ceilings&) {
+         return r.accuracy ? std::string(r.accuracy->passed() ? "ok" : "FAIL") : std::string("-");
+       }},
+      {"note", false, [](const ResultRow& r, const Ceilings&) { return r.note; }},
+  };
+  return cols;
+}
+
+std::vector<std::vector<std::string>> cells_of(const Report& run) {
   std::vector<std::vector<std::string>> cells;
   for (const ResultRow& r : run.rows) {
-    cells.push_back({r.name, r.params, r.timing, format_us(r.stats.median_us),
-                     format_us(r.stats.min_us), format_us(r.stats.max_us),
-                     or_dash(achieved_gbps(r), format_rate), or_dash(achieved_tflops(r), format_rate),
-                     or_dash(percent_of_ceiling(r, run.ceilings),
-                             [](double p) { return fmt::format("{:.1f}", p); }),
-                     r.note});
+    std::vector<std::string> line;
+    for (const Column& col : columns()) line.push_back(col.cell(r, run.ceilings));
+    cells.push_back(std::move(line));
   }
+  return cells;
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char ch : s) {
+    if (ch == '"') q += '"';
+    q += ch;
+  }
+  return q + "\"";
+}
+
+std::string csv_number(std::optional<double> v) {
+  if (!v || std::isnan(*v)) return "";
+  return fmt::format("{}", *v);
+}
+
+}  // namespace
+
+std::string format_table(const Report& run) {
+  const auto& cols = columns();
+  const auto cells = cells_of(run);
   std::vector<size_t> width(cols.size());
   for (size_t c = 0; c < cols.size(); ++c) {
     width[c] = std::string(cols[c].title).size();
@@ -412,7 +538,8 @@ std::string format_table(const Report& run) {
     std::string s;
     for (size_t c = 0; c < cols.size(); ++c) {
       if (c > 0) s += "  ";
-      s += cols[c].right ? fmt::format("{:>{}}", v[c], width[c]) : fmt::format("{:<{}}", v[c], width[c]);
+      s += cols[c].number ? fmt::format("{:>{}}", v[c], width[c])
+                          : fmt::format("{:<{}}", v[c], width[c]);
     }
     while (!s.empty() && s.back() == ' ') s.pop_back();
     return s + "\n";
@@ -425,6 +552,90 @@ std::string format_table(const Report& run) {
   out += line(rule);
   for (const auto& row : cells) out += line(row);
   return out;
+}
+
+std::string to_csv(const Report& run) {
+  // Numbers unformatted (full precision) so a spreadsheet or pandas reads them as numbers.
+  std::string out =
+      "suite,git_commit,device,name,params,timing,samples,median_us,min_us,max_us,mean_us,bytes,"
+      "flops,bound,gbps,tflops,percent_of_ceiling,roofline,max_abs,mean_abs,max_rel,rel_l2,"
+      "check,note\n";
+  for (const ResultRow& r : run.rows) {
+    const auto k = row_roofline(r, run.ceilings);
+    const Accuracy* a = r.accuracy ? &*r.accuracy : nullptr;
+    auto err = [&](double v) { return a ? csv_number(v) : std::string(); };
+    std::vector<std::string> f = {
+        csv_field(run.suite), csv_field(run.git_commit),
+        csv_field(run.has_device ? run.device.name : ""), csv_field(r.name), csv_field(r.params),
+        csv_field(r.timing), fmt::format("{}", r.stats.count), csv_number(r.stats.median_us),
+        csv_number(r.stats.min_us), csv_number(r.stats.max_us), csv_number(r.stats.mean_us),
+        csv_number(r.bytes), csv_number(r.flops), bound_name(r.bound),
+        csv_number(achieved_gbps(r)), csv_number(achieved_tflops(r)),
+        csv_number(percent_of_ceiling(r, run.ceilings)), k ? roofline_name(*k) : "",
+        err(a ? a->error.max_abs : 0), err(a ? a->error.mean_abs : 0),
+        err(a ? a->error.max_rel : 0), err(a ? a->error.rel_l2 : 0),
+        a ? (a->passed() ? "ok" : "FAIL") : "", csv_field(r.note)};
+    for (size_t i = 0; i < f.size(); ++i) {
+      if (i > 0) out += ',';
+      out += f[i];
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+std::string to_markdown(const Report& run) {
+  auto md_cell = [](std::string s) {
+    std::string o;
+    for (char ch : s) {
+      if (ch == '|') o += '\\';
+      o += ch;
+    }
+    return o;
+  };
+  std::string out = fmt::format("# braidinfer bench {}\n\n", run.suite);
+  if (run.has_device) {
+    const DeviceInfo& d = run.device;
+    out += fmt::format("- GPU: {} (compute capability {}.{}, {} SMs)\n", d.name, d.cc_major,
+                       d.cc_minor, d.sm_count);
+    out += fmt::format("- driver {} (CUDA {}), CUDA runtime {}, cuBLASLt {}\n",
+                       d.kernel_driver.empty() ? std::string("unknown") : d.kernel_driver,
+                       cuda_version_string(d.driver_version), cuda_version_string(d.runtime_version),
+                       cublas_version_string(d.cublas_version));
+  }
+  out += fmt::format("- git {}, {}\n", run.git_commit, run.date_utc);
+  const Ceilings& c = run.ceilings;
+  auto ceil = [](double v, const char* unit) {
+    return v > 0 ? fmt::format("{} {}", format_rate(v), unit) : std::string("not measured");
+  };
+  out += fmt::format("- ceilings of this run: copy {}, bf16 GEMM {}, fp8 GEMM {}\n\n",
+                     ceil(c.copy_gbps, "GB/s"), ceil(c.gemm_tflops, "TFLOP/s"),
+                     ceil(c.fp8_gemm_tflops, "TFLOP/s"));
+  const auto& cols = columns();
+  std::string header = "|", rule = "|";
+  for (const auto& col : cols) {
+    header += fmt::format(" {} |", col.title);
+    rule += col.number ? "---:|" : "---|";
+  }
+  out += header + "\n" + rule + "\n";
+  for (const auto& row : cells_of(run)) {
+    std::string line = "|";
+    for (const auto& cell : row) {
+      line += ' ';
+      line += md_cell(cell);
+      line += " |";
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+void write_text(const std::string& text, const std::string& path) {
+  std::ofstream f(path);
+  if (!f) throw Error(ErrorKind::io, "bench: cannot open '" + path + "' for writing");
+  f << text;
+  f.close();
+  if (!f) throw Error(ErrorKind::io, "bench: writing '" + path + "' failed");
 }
 
 }  // namespace braid::bench

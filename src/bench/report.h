@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/accuracy.h"
 #include "bench/stats.h"
 
 namespace braid::bench {
@@ -52,6 +53,7 @@ struct ResultRow {
   double flops = 0;  // floating-point operations per launch
   Bound bound = Bound::none;
   std::string note;  // free text, e.g. the peer figure to compare with
+  std::optional<Accuracy> accuracy = std::nullopt;  // the output checked against its reference, if it was
 };
 
 // Achieved rates from the median time; nullopt where the row moves no bytes / does no FLOPs.
@@ -82,6 +84,9 @@ double ridge_flop_per_byte(const Ceilings& c);  // 0 when a ceiling is unknown
 Roofline roofline_class(double flops, double bytes, const Ceilings& c);
 // The ceiling a row's "% of ceiling" is read against: compute at or above the ridge.
 Bound roofline_bound(double flops, double bytes, const Ceilings& c);
+// The roofline class of a row in a run with ceilings `c` (fp8 rows against the fp8 ridge);
+// nullopt for rows that move no bytes and do no FLOPs (launch-cost rows).
+std::optional<Roofline> row_roofline(const ResultRow& r, const Ceilings& c);
 
 struct Report {
   std::string suite;  // "ceilings"
@@ -120,5 +125,11 @@ std::string format_bytes(double bytes);  // "1.00 GiB", "86.0 MiB", "512 B"
 
 // The rows as an aligned text table, one header line, one line per row.
 std::string format_table(const Report& run);
+// The same columns as CSV (RFC 4180 quoting, one header line, numbers unformatted) and as a
+// Markdown document (the device, commit and ceilings, then the table).
+std::string to_csv(const Report& run);
+std::string to_markdown(const Report& run);
+// Writes text to `path`. Throws braid::Error (io) if it cannot.
+void write_text(const std::string& text, const std::string& path);
 
 }  // namespace braid::bench

@@ -1,6 +1,7 @@
 // Results model: rates, JSON, table (CPU only, runs in CI) on a synthetic run.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -304,6 +305,122 @@ TEST(Report, RooflineClassAgainstTheRidgeOfTheRun) {
   EXPECT_EQ(roofline_bound(249, 1, c), Bound::memory);
   EXPECT_EQ(roofline_bound(0, 1, c), Bound::memory);
   EXPECT_STREQ(roofline_name(Roofline::balanced), "balanced");
+}
+
+Accuracy accuracy_of(double max_abs, double mean_abs, double max_rel, double rel_l2) {
+  Accuracy a;
+  a.reference = "cpu fp64";
+  a.error.elements = 1000;
+  a.error.max_abs = max_abs;
+  a.error.mean_abs = mean_abs;
+  a.error.max_rel = max_rel;
+  a.error.rel_l2 = rel_l2;
+  a.rel_l2_tolerance = 1e-2;
+  return a;
+}
+
+TEST(BenchReport, RowRooflineUsesTheFp8RidgeForFp8Rows) {
+  Ceilings c{3000, 750};  // bf16 ridge 250 FLOP/B
+  c.fp8_gemm_tflops = 1500;  // fp8 ridge 500 FLOP/B
+  ResultRow r;
+  r.flops = 1000;
+  r.bytes = 3;  // 333 FLOP/B: compute against bf16 ridge / 2 .. 2 ridge is balanced
+  r.bound = Bound::compute;
+  EXPECT_EQ(row_roofline(r, c), Roofline::balanced);
+  r.flops = 2000;  // 667: above 2 x 250
+  EXPECT_EQ(row_roofline(r, c), Roofline::compute);
+  r.bound = Bound::compute_fp8;  // 667 is within 2x of the fp8 ridge 500
+  EXPECT_EQ(row_roofline(r, c), Roofline::balanced);
+  r.flops = 0;
+  r.bytes = 0;
+  EXPECT_FALSE(row_roofline(r, c).has_value());  // a launch-cost row has no class
+  r.flops = 10;
+  EXPECT_EQ(row_roofline(r, c), Roofline::compute);  // FLOPs and no bytes
+}
+
+TEST(BenchReport, AccuracyPassesOnTheRelativeL2ErrorAndNeverWithNaN) {
+  EXPECT_TRUE(accuracy_of(1e-3, 1e-4, 1e-2, 5e-3).passed());
+  EXPECT_FALSE(accuracy_of(1e-3, 1e-4, 1e-2, 2e-2).passed());
+  EXPECT_FALSE(accuracy_of(std::nan(""), 1e-4, 1e-2, 5e-3).passed());
+  EXPECT_DOUBLE_EQ(rel_l2_tolerance_for(4), 1e-5);
+  EXPECT_DOUBLE_EQ(rel_l2_tolerance_for(2), 1e-2);
+}
+
+TEST(BenchReport, AccuracyAndRooflineRoundTripThroughJson) {
+  Report run = synthetic_run();
+  run.rows[1].accuracy = accuracy_of(2e-3, 3e-4, 4e-2, 5e-3);
+  run.rows[0].accuracy = accuracy_of(std::nan(""), std::nan(""), std::nan(""), std::nan(""));
+  const nlohmann::json j = to_json(run);
+  EXPECT_EQ(j["rows"][1]["roofline"], "compute");  // 8192 / 3 FLOP/B against a ridge of 267
+  EXPECT_EQ(j["rows"][0]["roofline"], "memory");
+  EXPECT_TRUE(j["rows"][2]["roofline"].is_null());
+  EXPECT_TRUE(j["rows"][2]["accuracy"].is_null());
+  EXPECT_EQ(j["rows"][1]["accuracy"]["passed"], true);
+  EXPECT_EQ(j["rows"][0]["accuracy"]["passed"], false);
+  EXPECT_TRUE(j["rows"][0]["accuracy"]["max_abs"].is_null());  // NaN is written as null
+  const Report back = report_from_json(nlohmann::json::parse(j.dump()));
+  ASSERT_TRUE(back.rows[1].accuracy.has_value());
+  EXPECT_DOUBLE_EQ(back.rows[1].accuracy->error.max_abs, 2e-3);
+  EXPECT_DOUBLE_EQ(back.rows[1].accuracy->error.max_rel, 4e-2);
+  EXPECT_EQ(back.rows[1].accuracy->reference, "cpu fp64");
+  EXPECT_TRUE(std::isnan(back.rows[0].accuracy->error.max_abs));
+  EXPECT_FALSE(back.rows[2].accuracy.has_value());
+  // Results written before rows carried accuracy read as "not checked".
+  nlohmann::json old = j;
+  for (auto& r : old["rows"]) r.erase("accuracy");
+  EXPECT_FALSE(report_from_json(old).rows[1].accuracy.has_value());
+}
+
+TEST(BenchReport, TableShowsRooflineAndAccuracyColumns) {
+  Report run = synthetic_run();
+  run.rows[1].accuracy = accuracy_of(2e-3, 3e-4, 4e-2, 5e-3);
+  run.rows[0].accuracy = accuracy_of(1e-1, 1e-2, 1.0, 0.5);
+  const auto lines = lines_of(format_table(run));
+  for (const char* h : {"roofline", "max abs", "mean abs", "max rel", "check"})
+    EXPECT_NE(lines[0].find(h), std::string::npos) << h;
+  EXPECT_NE(lines[3].find("compute"), std::string::npos) << lines[3];
+  EXPECT_NE(lines[3].find("2.00e-03"), std::string::npos) << lines[3];
+  EXPECT_NE(lines[3].find(" ok"), std::string::npos) << lines[3];
+  EXPECT_NE(lines[2].find("FAIL"), std::string::npos) << lines[2];
+  EXPECT_EQ(lines[4].find("FAIL"), std::string::npos) << lines[4];
+}
+
+TEST(BenchReport, CsvHasOneRecordPerRowAndQuotesWhatNeedsIt) {
+  Report run = synthetic_run();
+  run.rows[0].note = "a, \"quoted\" note";
+  run.rows[1].accuracy = accuracy_of(2e-3, 3e-4, 4e-2, 5e-3);
+  const auto lines = lines_of(to_csv(run));
+  ASSERT_EQ(lines.size(), 1 + run.rows.size());
+  EXPECT_EQ(lines[0].rfind("suite,git_commit,device,name,params,timing,samples,median_us", 0), 0u);
+  EXPECT_NE(lines[1].find("\"a, \"\"quoted\"\" note\""), std::string::npos) << lines[1];
+  EXPECT_NE(lines[1].find(",700,"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[2].find(",compute,0.002,0.0003,0.04,0.005,ok,"), std::string::npos) << lines[2];
+  // Every record has as many fields as the header (the quoted note holds one comma).
+  auto fields = [](const std::string& l) {
+    size_t n = 1;
+    bool quoted = false;
+    for (char ch : l) {
+      if (ch == '"') quoted = !quoted;
+      if (ch == ',' && !quoted) ++n;
+    }
+    return n;
+  };
+  for (const auto& l : lines) EXPECT_EQ(fields(l), fields(lines[0])) << l;
+}
+
+TEST(BenchReport, MarkdownHasTheDeviceCeilingsAndATable) {
+  Report run = synthetic_run();
+  run.rows[0].note = "a|b";
+  const std::string md = to_markdown(run);
+  EXPECT_NE(md.find("# braidinfer bench ceilings"), std::string::npos);
+  EXPECT_NE(md.find("NVIDIA H100 80GB HBM3"), std::string::npos);
+  EXPECT_NE(md.find("copy 3000 GB/s, bf16 GEMM 800.0 TFLOP/s, fp8 GEMM not measured"),
+            std::string::npos) << md;
+  EXPECT_NE(md.find("| name | params |"), std::string::npos);
+  EXPECT_NE(md.find("a\\|b"), std::string::npos);  // a pipe in a cell is escaped
+  size_t table_lines = 0;
+  for (const auto& l : lines_of(md)) table_lines += !l.empty() && l[0] == '|';
+  EXPECT_EQ(table_lines, 2 + run.rows.size());
 }
 
 }  // namespace

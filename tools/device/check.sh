@@ -32,6 +32,17 @@
 #   COMPARE_MOE_FP8_ARGS  extra arguments for `compare moe-fp8` (e.g. --quick, --shape seed001)
 #   ROUTER=1          also `bench router` for both routers: moe_route_topk_softmax (Qwen3-MoE) and
 #                     moe_route_grouped (DeepSeek-V3) in seed 000's format (router{,_grouped}.{log,json})
+#   BENCH_ALL=1       also `braidinfer bench all` (every suite; JSON, CSV and Markdown per suite in
+#                     $OUT/results, packed into results.tar.gz with its log)
+#   BENCH_ALL_ARGS    extra arguments for `bench all` (e.g. --quick, --only kernels,prefill)
+#   COMPARE_ALL=1     also `python -m braidinfer.compare all` (compare_all.{log,json}; with
+#                     BENCH_ALL=1 its prefill peer reads braidinfer's prefill results)
+#   COMPARE_ALL_ARGS  extra arguments for `compare all` (e.g. --quick)
+#   PROFILE=1         also `braidinfer profile` of one prefill and decode steps
+#                     (profile.{log,json,md}, profile_trace.json; PROFILE_ARGS replace the default
+#                     `--shape llama-3.2-1b`)
+#   TESTS=0           skip the GPU and Python tests (for benchmark-only calls)
+#   BASELINE=0        skip `bench ceilings` and the engine decode step
 #   BRAID_GIT_COMMIT  commit recorded in the JSON when the tree travels without .git
 # shellcheck disable=SC2317  # the step functions are called indirectly, through run_step
 set -euo pipefail
@@ -183,6 +194,31 @@ bench_router() {
     tee "$OUT/router_grouped.log"
 }
 
+# Every suite in one process; the results folder travels back as one archive.
+bench_all() {
+  # shellcheck disable=SC2086  # BENCH_ALL_ARGS is a list of flags
+  "$BIN/braidinfer" bench all --out "$OUT/results" ${BENCH_ALL_ARGS:-} 2>&1 |
+    tee "$OUT/results/bench_all.log"
+}
+
+compare_all() {
+  local prefill_json=()
+  if [[ -f "$OUT/results/prefill.json" ]]; then
+    prefill_json=(--braidinfer-prefill-json "$OUT/results/prefill.json")
+  fi
+  # shellcheck disable=SC2086  # COMPARE_ALL_ARGS is a list of flags
+  BRAIDINFER_LIBRARY="$BIN/libbraid.so" PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}" \
+    python3 -m braidinfer.compare all --json "$OUT/results/compare_all.json" \
+    "${prefill_json[@]}" ${COMPARE_ALL_ARGS:-} 2>&1 | tee "$OUT/results/compare_all.log"
+}
+
+profile() {
+  # shellcheck disable=SC2086  # PROFILE_ARGS is a list of flags
+  "$BIN/braidinfer" profile ${PROFILE_ARGS:---shape llama-3.2-1b} --json "$OUT/results/profile.json" \
+    --md "$OUT/results/profile.md" --trace "$OUT/results/profile_trace.json" 2>&1 |
+    tee "$OUT/results/profile.log"
+}
+
 ceilings() {
   # shellcheck disable=SC2086  # CEILINGS_ARGS is a list of flags
   "$BIN/braidinfer" bench ceilings --json "$OUT/ceilings.json" ${CEILINGS_ARGS:-} 2>&1 |
@@ -204,14 +240,30 @@ else
 fi
 
 if [[ -x "$BIN/braidinfer" && -x "$BIN/tests/braid_tests" ]]; then
-  run_step "gpu tests (braid_tests)" gpu_tests
-  if [[ -d python/tests ]]; then
-    run_step "python tests" python_tests
-  else
-    skip_step "python tests" "no python/tests"
+  if [[ "${TESTS:-1}" == 1 ]]; then
+    run_step "gpu tests (braid_tests)" gpu_tests
+    if [[ -d python/tests ]]; then
+      run_step "python tests" python_tests
+    else
+      skip_step "python tests" "no python/tests"
+    fi
   fi
-  run_step "bench ceilings" ceilings
-  run_step "engine decode" engine_decode
+  if [[ "${BASELINE:-1}" == 1 ]]; then
+    run_step "bench ceilings" ceilings
+    run_step "engine decode" engine_decode
+  fi
+  if [[ "${BENCH_ALL:-0}" == 1 || "${COMPARE_ALL:-0}" == 1 || "${PROFILE:-0}" == 1 ]]; then
+    mkdir -p "$OUT/results"
+  fi
+  if [[ "${BENCH_ALL:-0}" == 1 ]]; then
+    run_step "bench all" bench_all
+  fi
+  if [[ "${COMPARE_ALL:-0}" == 1 ]]; then
+    run_step "compare all" compare_all
+  fi
+  if [[ "${PROFILE:-0}" == 1 ]]; then
+    run_step "profile" profile
+  fi
   if [[ "${ATTENTION:-0}" == 1 ]]; then
     run_step "bench attention" bench_attention
     run_step "compare attention" compare_attention
@@ -230,6 +282,11 @@ if [[ -x "$BIN/braidinfer" && -x "$BIN/tests/braid_tests" ]]; then
 else
   FAILED=1
   for s in "gpu tests (braid_tests)" "python tests" "bench ceilings" "engine decode"; do skip_step "$s" "no build"; done
+fi
+
+if [[ -d "$OUT/results" ]]; then
+  (cd "$OUT" && tar czf results.tar.gz --remove-files results)
+  echo "results packed into $OUT/results.tar.gz"
 fi
 
 # The device tool returns at most 8 files from $OUT: past that, one archive holds them all.

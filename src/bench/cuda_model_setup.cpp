@@ -1,0 +1,166 @@
+// bench/model_setup.h on the GPU.
+#include <cuda_runtime.h>
+#include <fmt/core.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bench/kernels.h"
+#include "bench/model_setup.h"
+#include "braid/dtype.h"
+#include "braid/error.h"
+#include "core/cuda_check.h"
+#include "model/safetensors.h"
+
+namespace braid::bench {
+
+namespace {
+
+// Random weights: small uniform values (norm weights near 1) so activations stay finite. Each
+// tensor's name and place are kept for the CPU reference.
+model::Weights random_weights(const model::ModelConfig& c, Device device, DType dtype,
+                              std::vector<std::pair<std::string, Tensor>>* named) {
+  uint64_t seed = 1;
+  return model::build_weights(c, device, dtype,
+                              [&](const std::string& name, const std::vector<int64_t>&,
+                                  const Tensor& dst) {
+                                const bool norm = name.find("norm") != std::string::npos;
+                                fill_uniform(dst, seed++, norm ? 0.9f : -0.03f, norm ? 1.1f : 0.03f,
+                                             {});
+                                named->emplace_back(name, dst);
+                              });
+}
+
+}  // namespace
+
+std::unique_ptr<ModelUnderTest> setup_model(const ModelSetupOptions& o) {
+  if (!cuda_available())
+    throw Error(ErrorKind::unsupported, "bench: no CUDA device is visible");
+  if (o.sequences < 1 || o.context < 1 || o.max_step_tokens < 1)
+    throw Error(ErrorKind::invalid_argument,
+                fmt::format("bench: sequences ({}), context ({}) and step tokens ({}) must be >= 1",
+                            o.sequences, o.context, o.max_step_tokens));
+  BRAID_CUDA_CHECK(cudaSetDevice(o.device));
+  const Device dev = Device::cuda(o.device);
+  const DType dtype = DType::bf16;
+  auto m = std::make_unique<ModelUnderTest>();
+  m->random_weights = o.model_dir.empty();
+  m->config = m->random_weights ? o.shape : model::load_config(o.model_dir);
+  m->label = m->random_weights ? o.label : o.model_dir;
+  m->weights = m->random_weights
+                   ? random_weights(m->config, dev, dtype, &m->random_tensors)
+                   : model::load_weights(m->config, model::Checkpoint::open(o.model_dir), dev, dtype);
+  m->cache = std::make_unique<engine::KVCache>(m->config, o.context, 16, dev, dtype, o.sequences);
+  if (o.random_kv) {
+    for (size_t l = 0; l < m->cache->k.size(); ++l) {
+      fill_uniform(m->cache->k[l].view(), 1000 + l, -1.0f, 1.0f, {});
+      fill_uniform(m->cache->v[l].view(), 2000 + l, -1.0f, 1.0f, {});
+    }
+  }
+  const int64_t decode_capacity =
+      o.decode_scratch ? int64_t{m->cache->pages_per_seq} * m->cache->page_size : 0;
+  m->workspace = std::make_unique<model::Workspace>(m->config, o.max_step_tokens, dev, dtype,
+                                                    decode_capacity);
+  BRAID_CUDA_CHECK(cudaDeviceSynchronize());
+  return m;
+}
+
+int32_t step_token_id(int sequence, int position, int vocab_size) {
+  return static_cast<int32_t>((int64_t{sequence} * 7919 + int64_t{position} * 104729 + 11) %
+                              vocab_size);
+}
+
+StepBatch make_step_batch(const ModelUnderTest& m, int sequences, int past, int new_tokens,
+                          bool decode) {
+  const engine::KVCache& cache = *m.cache;
+  const int64_t tokens = int64_t{sequences} * new_tokens;
+  if (sequences < 1 || new_tokens < 1 || past < 0)
+    throw Error(ErrorKind::invalid_argument,
+                fmt::format("bench: a step needs sequences >= 1 and new tokens >= 1 (got {}, {}) "
+                            "and past >= 0 (got {})", sequences, new_tokens, past));
+  if (sequences > cache.num_seqs)
+    throw Error(ErrorKind::invalid_argument,
+                fmt::format("bench: {} sequences in a step, the KV cache holds {}", sequences,
+                            cache.num_seqs));
+  if (past + new_tokens > cache.capacity())
+    throw Error(ErrorKind::invalid_argument,
+                fmt::format("bench: {} + {} tokens per sequence, the KV cache holds {}", past,
+                            new_tokens, cache.capacity()));
+  if (tokens > m.workspace->max_tokens)
+    throw Error(ErrorKind::invalid_argument,
+                fmt::format("bench: a step of {} tokens, the workspace holds {}", tokens,
+                            m.workspace->max_tokens));
+  if (decode && new_tokens != 1)
+    throw Error(ErrorKind::invalid_argument, "bench: a decode step adds one token per sequence");
+  const int B = sequences;
+  const int64_t T = tokens;
+  // Layout: tokens [T], positions [T], slots [T], kv_lens [B], cu_seqlens_q [B + 1].
+  OwnedTensor host(DType::i32, {3 * T + 2 * B + 1}, Device::cpu());
+  int32_t* h = host.view().ptr<int32_t>();
+  for (int s = 0; s < B; ++s) {
+    for (int i = 0; i < new_tokens; ++i) {
+      const int64_t t = int64_t{s} * new_tokens + i;
+      const int pos = past + i;
+      h[t] = step_token_id(s, pos, m.config.vocab_size);
+      h[T + t] = pos;
+      h[2 * T + t] = static_cast<int32_t>(cache.slot(s, pos));
+    }
+    h[3 * T + s] = past + new_tokens;
+  }
+  for (int s = 0; s <= B; ++s) h[3 * T + B + s] = s * new_tokens;
+  StepBatch batch;
+  batch.storage = OwnedTensor(DType::i32, {3 * T + 2 * B + 1}, Device::cuda(m.weights.device.index));
+  copy(host.view(), batch.storage.view());
+  const Tensor d = batch.storage.view();
+  batch.inputs = model::StepInputs{d.slice(0, 0, T),           d.slice(0, T, 2 * T),
+                                   d.slice(0, 2 * T, 3 * T),   d.slice(0, 3 * T + B, 3 * T + 2 * B + 1),
+                                   d.slice(0, 3 * T, 3 * T + B), decode};
+  batch.tokens = static_cast<int>(T);
+  BRAID_CUDA_CHECK(cudaDeviceSynchronize());
+  return batch;
+}
+
+std::vector<float> cpu_reference_logits(const ModelUnderTest& m, int new_tokens) {
+  if (!m.random_weights)
+    throw Error(ErrorKind::invalid_argument, "bench: the CPU reference needs a random-weight model");
+  std::map<std::string, Tensor> on_device(m.random_tensors.begin(), m.random_tensors.end());
+  const Device cpu = Device::cpu();
+  const model::Weights w = model::build_weights(
+      m.config, cpu, DType::f32,
+      [&](const std::string& name, const std::vector<int64_t>&, const Tensor& dst) {
+        const auto it = on_device.find(name);
+        if (it == on_device.end())
+          throw Error(ErrorKind::internal, "bench: no device values for weight '" + name + "'");
+        OwnedTensor host(it->second.dtype, std::vector<int64_t>(it->second.shape,
+                                                                it->second.shape + it->second.ndim),
+                         cpu);
+        copy(it->second, host.view());
+        const uint16_t* src = host.view().ptr<uint16_t>();  // bf16 bits
+        float* out = dst.ptr<float>();
+        for (int64_t i = 0; i < dst.numel(); ++i) out[i] = bf16_to_float(src[i]);
+      });
+  engine::KVCache cache(m.config, new_tokens, 16, cpu, DType::f32, 1);
+  model::Workspace ws(m.config, new_tokens, cpu, DType::f32);
+  const int n = new_tokens;
+  OwnedTensor in(DType::i32, {3 * n + 3}, cpu);
+  int32_t* h = in.view().ptr<int32_t>();
+  for (int i = 0; i < n; ++i) {
+    h[i] = step_token_id(0, i, m.config.vocab_size);
+    h[n + i] = i;
+    h[2 * n + i] = static_cast<int32_t>(cache.slot(0, i));
+  }
+  h[3 * n] = n;      // kv_lens
+  h[3 * n + 1] = 0;  // cu_seqlens_q
+  h[3 * n + 2] = n;
+  const Tensor d = in.view();
+  const model::StepInputs inputs{d.slice(0, 0, n), d.slice(0, n, 2 * n), d.slice(0, 2 * n, 3 * n),
+                                 d.slice(0, 3 * n + 1, 3 * n + 3), d.slice(0, 3 * n, 3 * n + 1),
+                                 false};
+  OwnedTensor logits(DType::f32, {1, m.config.vocab_size}, cpu);
+  model::forward(m.config, w, cache, ws, inputs, n, /*all_logits=*/false, logits.view());
+  const float* p = logits.view().ptr<float>();
+  return std::vector<float>(p, p + m.config.vocab_size);
+}
+
+}  // namespace braid::bench
