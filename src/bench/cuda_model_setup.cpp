@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -91,12 +92,17 @@ StepBatch make_step_batch(const ModelUnderTest& m, int sequences, int past, int 
     throw Error(ErrorKind::invalid_argument,
                 fmt::format("bench: a step of {} tokens, the workspace holds {}", tokens,
                             m.workspace->max_tokens));
-  if (decode && new_tokens != 1)
-    throw Error(ErrorKind::invalid_argument, "bench: a decode step adds one token per sequence");
-  const int B = sequences;
+  if (decode && (new_tokens != 1 || sequences != cache.num_seqs))
+    throw Error(ErrorKind::invalid_argument,
+                fmt::format("bench: a decode step adds one token to every sequence of the KV cache "
+                            "({}), got {} tokens to {} sequences", cache.num_seqs, new_tokens,
+                            sequences));
+  // The attention ops take kv_lens and cu_seqlens_q for every sequence of the cache's page table:
+  // the sequences past `sequences` take part with no queries and no keys.
+  const int B = sequences, S = cache.num_seqs;
   const int64_t T = tokens;
-  // Layout: tokens [T], positions [T], slots [T], kv_lens [B], cu_seqlens_q [B + 1].
-  OwnedTensor host(DType::i32, {3 * T + 2 * B + 1}, Device::cpu());
+  // Layout: tokens [T], positions [T], slots [T], kv_lens [S], cu_seqlens_q [S + 1].
+  OwnedTensor host(DType::i32, {3 * T + 2 * S + 1}, Device::cpu());
   int32_t* h = host.view().ptr<int32_t>();
   for (int s = 0; s < B; ++s) {
     for (int i = 0; i < new_tokens; ++i) {
@@ -106,16 +112,16 @@ StepBatch make_step_batch(const ModelUnderTest& m, int sequences, int past, int 
       h[T + t] = pos;
       h[2 * T + t] = static_cast<int32_t>(cache.slot(s, pos));
     }
-    h[3 * T + s] = past + new_tokens;
   }
-  for (int s = 0; s <= B; ++s) h[3 * T + B + s] = s * new_tokens;
+  for (int s = 0; s < S; ++s) h[3 * T + s] = s < B ? past + new_tokens : 0;
+  for (int s = 0; s <= S; ++s) h[3 * T + S + s] = std::min(s, B) * new_tokens;
   StepBatch batch;
-  batch.storage = OwnedTensor(DType::i32, {3 * T + 2 * B + 1}, Device::cuda(m.weights.device.index));
+  batch.storage = OwnedTensor(DType::i32, {3 * T + 2 * S + 1}, Device::cuda(m.weights.device.index));
   copy(host.view(), batch.storage.view());
   const Tensor d = batch.storage.view();
   batch.inputs = model::StepInputs{d.slice(0, 0, T),           d.slice(0, T, 2 * T),
-                                   d.slice(0, 2 * T, 3 * T),   d.slice(0, 3 * T + B, 3 * T + 2 * B + 1),
-                                   d.slice(0, 3 * T, 3 * T + B), decode};
+                                   d.slice(0, 2 * T, 3 * T),   d.slice(0, 3 * T + S, 3 * T + 2 * S + 1),
+                                   d.slice(0, 3 * T, 3 * T + S), decode};
   batch.tokens = static_cast<int>(T);
   BRAID_CUDA_CHECK(cudaDeviceSynchronize());
   return batch;

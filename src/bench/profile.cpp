@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 
 #include <fmt/core.h>
@@ -262,6 +263,8 @@ PhaseSummary summarize_phase(const std::string& phase, const ProfileTrace& trace
   std::map<std::pair<int, std::string>, size_t> row_of;  // (kind, symbol) -> kernels_table index
   std::map<std::string, ComponentRow> components;
   std::map<int, std::vector<const GpuActivity*>> steps;
+  // (step, layer, component) -> first start, last end of its activities
+  std::map<std::tuple<int, int, std::string>, std::pair<uint64_t, uint64_t>> spans;
   for (size_t i = 0; i < trace.activities.size(); ++i) {
     if (attribution[i].phase != phase) continue;
     const GpuActivity& a = trace.activities[i];
@@ -286,6 +289,12 @@ PhaseSummary summarize_phase(const std::string& phase, const ProfileTrace& trace
     ComponentRow& c = components[comp];
     c.us_per_step += us;
     c.kernels_per_step += 1;
+    const auto key = std::make_tuple(attribution[i].step, attribution[i].layer, comp);
+    auto [span, first] = spans.try_emplace(key, a.start_ns, a.end_ns);
+    if (!first) {
+      span->second.first = std::min(span->second.first, a.start_ns);
+      span->second.second = std::max(span->second.second, a.end_ns);
+    }
     if (a.kind == ActivityKind::kernel) steps[attribution[i].step].push_back(&a);
     const auto call = api.find(a.correlation);
     if (call != api.end() && a.graph_id == 0)
@@ -299,11 +308,14 @@ PhaseSummary summarize_phase(const std::string& phase, const ProfileTrace& trace
   }
   std::stable_sort(s.kernels_table.begin(), s.kernels_table.end(),
                    [](const KernelRow& a, const KernelRow& b) { return a.total_us > b.total_us; });
+  for (const auto& [key, span] : spans)
+    components[std::get<2>(key)].span_us_per_step += (span.second - span.first) / 1e3;
   for (const auto& name : component_order) {
     ComponentRow c = components[name];  // zero for a component that launched nothing
     c.component = name;
     c.share = s.gpu_us > 0 ? c.us_per_step / s.gpu_us : 0;
     c.us_per_step /= n_steps;
+    c.span_us_per_step /= n_steps;
     c.kernels_per_step /= n_steps;
     s.components.push_back(std::move(c));
   }

@@ -145,6 +145,11 @@ struct KernelRow {
 struct ComponentRow {
   std::string component;
   double us_per_step = 0;       // GPU time of its activities, summed over layers, per step
+  // First start to last end of its activities in each layer, summed over layers, per step: the
+  // time the component holds the GPU, gaps between its kernels included and kernels that overlap
+  // (programmatic dependent launch) counted once. What CUDA events around the component measure
+  // (bench decode --breakdown), less the host's launch delays.
+  double span_us_per_step = 0;
   double kernels_per_step = 0;  // activities (kernels, copies) per step
   double share = 0;             // of the phase's GPU time
 };

@@ -108,10 +108,12 @@ TextTable kernel_table(const PhaseSummary& p, int top, bool full_names) {
 }
 
 TextTable component_table(const PhaseSummary& p) {
-  TextTable t{{"component", "us/step", "kernels/step", "share"}, {false, true, true, true}, {}};
+  TextTable t{{"component", "us/step", "span us/step", "kernels/step", "share"},
+              {false, true, true, true, true},
+              {}};
   for (const auto& c : p.components)
-    t.rows.push_back({c.component, us(c.us_per_step), fmt::format("{:.1f}", c.kernels_per_step),
-                      pct(c.share)});
+    t.rows.push_back({c.component, us(c.us_per_step), us(c.span_us_per_step),
+                      fmt::format("{:.1f}", c.kernels_per_step), pct(c.share)});
   return t;
 }
 
@@ -309,6 +311,7 @@ nlohmann::json profile_to_json(const ProfileSetup& setup, const ProfileAnalysis&
     nlohmann::json components = nlohmann::json::array();
     for (const auto& c : p.components)
       components.push_back({{"component", c.component}, {"us_per_step", c.us_per_step},
+                            {"span_us_per_step", c.span_us_per_step},
                             {"kernels_per_step", c.kernels_per_step}, {"share", c.share}});
     j["phases"].push_back({{"phase", p.phase},
                            {"steps", p.steps},

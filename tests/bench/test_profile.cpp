@@ -194,6 +194,22 @@ TEST(Profile, AttributesActivitiesThroughCorrelationIds) {
   EXPECT_EQ(at[13].phase, "");                     // no API record
 }
 
+TEST(Profile, ComponentSpanCountsOverlappingKernelsOnceAndGapsBetweenThem) {
+  ProfileTrace t = synthetic_trace();
+  // Decode step 0's attention becomes two kernels: a split kernel 31125..31200 and a combine
+  // launched early (programmatic dependent launch) that runs 31150..31230: durations 75 + 80 =
+  // 155 ns, span 31125..31230 = 105 ns.
+  t.api_calls.push_back(call(14, 30360));
+  t.activities.push_back(kernel(kAttention, 31150, 31230, 14));
+  const PhaseSummary& d = phase_of(analyze_profile(t), "decode");
+  const ComponentRow& attention = component_of(d, "attention");
+  EXPECT_NEAR(attention.us_per_step, (0.155 + 0.075) / 2, 1e-12);  // steps 0 and 1
+  EXPECT_NEAR(attention.span_us_per_step, (0.105 + 0.075) / 2, 1e-12);
+  // One kernel per layer: the span is its duration.
+  EXPECT_NEAR(component_of(d, "qkv_proj").span_us_per_step,
+              component_of(d, "qkv_proj").us_per_step, 1e-12);
+}
+
 TEST(Profile, PhaseTables) {
   const ProfileAnalysis a = analyze_profile(synthetic_trace());
   ASSERT_EQ(a.phases.size(), 2u);
@@ -409,7 +425,7 @@ TEST(Profile, JsonAndMarkdown) {
   const std::string md = profile_to_markdown(synthetic_setup(), a, NcuSummary{});
   EXPECT_NE(md.find("## decode"), std::string::npos);
   EXPECT_NE(md.find("| kernel | calls | total us | avg us | share |"), std::string::npos);
-  EXPECT_NE(md.find("| component | us/step | kernels/step | share |"), std::string::npos);
+  EXPECT_NE(md.find("| component | us/step | span us/step | kernels/step | share |"), std::string::npos);
 }
 
 TEST(Profile, ChromeTrace) {
