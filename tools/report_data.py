@@ -197,7 +197,11 @@ def _ncu_entry(n, kernel=None):
     """One kernel's Nsight Compute metrics; 'mem_throughput_pct' and 'memory_throughput_pct'
     both read as the memory throughput."""
     e = dict(n)
-    e.setdefault("kernel", kernel or "?")
+    if kernel:  # the readable name of the table row; ncu's own (mangled) name stays as symbol
+        if "kernel" in e:
+            e.setdefault("symbol", e["kernel"])
+        e["kernel"] = kernel
+    e.setdefault("kernel", "?")
     if "mem_throughput_pct" not in e and "memory_throughput_pct" in e:
         e["mem_throughput_pct"] = e["memory_throughput_pct"]
     return e
@@ -225,6 +229,7 @@ def read_profile(doc, path):
     first."""
     phases = {}  # phase -> kernels
     ncu = []
+    ncu_seen = set()  # braidinfer folds one kernel's metrics into every phase that ran it
     if isinstance(doc.get("kernels"), list):
         for k in doc["kernels"]:
             if isinstance(k, dict):
@@ -237,7 +242,9 @@ def read_profile(doc, path):
             if isinstance(k, dict):
                 kk = _kernel(k, p.get("phase"))
                 phases.setdefault(kk["phase"], []).append(kk)
-                if isinstance(k.get("ncu"), dict):
+                key = k.get("symbol") or k.get("name") or kk["name"]
+                if isinstance(k.get("ncu"), dict) and key not in ncu_seen:
+                    ncu_seen.add(key)
                     ncu.append(_ncu_entry(k["ncu"], kk["name"]))
     if isinstance(doc.get("ncu"), list):
         ncu += [_ncu_entry(n) for n in doc["ncu"] if isinstance(n, dict)]

@@ -310,12 +310,26 @@ PhaseSummary summarize_phase(const std::string& phase, const ProfileTrace& trace
                    [](const KernelRow& a, const KernelRow& b) { return a.total_us > b.total_us; });
   for (const auto& [key, span] : spans)
     components[std::get<2>(key)].span_us_per_step += (span.second - span.first) / 1e3;
+  {
+    // Per step, the component instances in the order they finished.
+    std::map<int, std::vector<std::pair<uint64_t, const std::tuple<int, int, std::string>*>>> ends;
+    for (const auto& [key, span] : spans) ends[std::get<0>(key)].push_back({span.second, &key});
+    for (auto& [step, list] : ends) {
+      std::sort(list.begin(), list.end());
+      uint64_t previous_end = spans.at(*list.front().second).first;
+      for (const auto& [end, key] : list) {
+        components[std::get<2>(*key)].elapsed_us_per_step += (end - previous_end) / 1e3;
+        previous_end = end;
+      }
+    }
+  }
   for (const auto& name : component_order) {
     ComponentRow c = components[name];  // zero for a component that launched nothing
     c.component = name;
     c.share = s.gpu_us > 0 ? c.us_per_step / s.gpu_us : 0;
     c.us_per_step /= n_steps;
     c.span_us_per_step /= n_steps;
+    c.elapsed_us_per_step /= n_steps;
     c.kernels_per_step /= n_steps;
     s.components.push_back(std::move(c));
   }

@@ -150,6 +150,10 @@ struct ComponentRow {
   // (programmatic dependent launch) counted once. What CUDA events around the component measure
   // (bench decode --breakdown), less the host's launch delays.
   double span_us_per_step = 0;
+  // From the end of the component before it (in the order the step ran them) to its own last
+  // end, summed over layers, per step: launch gaps before it included, so the components of a
+  // step add up to its wall time. The figure CUDA events recorded after each component measure.
+  double elapsed_us_per_step = 0;
   double kernels_per_step = 0;  // activities (kernels, copies) per step
   double share = 0;             // of the phase's GPU time
 };

@@ -108,12 +108,13 @@ TextTable kernel_table(const PhaseSummary& p, int top, bool full_names) {
 }
 
 TextTable component_table(const PhaseSummary& p) {
-  TextTable t{{"component", "us/step", "span us/step", "kernels/step", "share"},
-              {false, true, true, true, true},
+  TextTable t{{"component", "us/step", "span us/step", "elapsed us/step", "kernels/step", "share"},
+              {false, true, true, true, true, true},
               {}};
   for (const auto& c : p.components)
     t.rows.push_back({c.component, us(c.us_per_step), us(c.span_us_per_step),
-                      fmt::format("{:.1f}", c.kernels_per_step), pct(c.share)});
+                      us(c.elapsed_us_per_step), fmt::format("{:.1f}", c.kernels_per_step),
+                      pct(c.share)});
   return t;
 }
 
@@ -312,6 +313,7 @@ nlohmann::json profile_to_json(const ProfileSetup& setup, const ProfileAnalysis&
     for (const auto& c : p.components)
       components.push_back({{"component", c.component}, {"us_per_step", c.us_per_step},
                             {"span_us_per_step", c.span_us_per_step},
+                            {"elapsed_us_per_step", c.elapsed_us_per_step},
                             {"kernels_per_step", c.kernels_per_step}, {"share", c.share}});
     j["phases"].push_back({{"phase", p.phase},
                            {"steps", p.steps},

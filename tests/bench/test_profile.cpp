@@ -201,10 +201,21 @@ TEST(Profile, ComponentSpanCountsOverlappingKernelsOnceAndGapsBetweenThem) {
   // 155 ns, span 31125..31230 = 105 ns.
   t.api_calls.push_back(call(14, 30360));
   t.activities.push_back(kernel(kAttention, 31150, 31230, 14));
-  const PhaseSummary& d = phase_of(analyze_profile(t), "decode");
+  const ProfileAnalysis a = analyze_profile(t);
+  const PhaseSummary& d = phase_of(a, "decode");
   const ComponentRow& attention = component_of(d, "attention");
   EXPECT_NEAR(attention.us_per_step, (0.155 + 0.075) / 2, 1e-12);  // steps 0 and 1
   EXPECT_NEAR(attention.span_us_per_step, (0.105 + 0.075) / 2, 1e-12);
+  // Elapsed: from the end of whatever finished before it. Step 0: embedding 31000..31010 (first:
+  // its own span, 10), qkv 31020..31120 (110), attention ends 31230 (110), lm_head 31300..31400
+  // (170); step 1: embedding 10, the copy outside forward() ends 51060 (50), qkv 51115 (55),
+  // attention 51195 (80), lm_head 51300 (105). They add up to the steps' wall time.
+  EXPECT_NEAR(attention.elapsed_us_per_step, (0.110 + 0.080) / 2, 1e-12);
+  EXPECT_NEAR(component_of(d, "qkv_proj").elapsed_us_per_step, (0.110 + 0.055) / 2, 1e-12);
+  EXPECT_NEAR(component_of(d, "lm_head").elapsed_us_per_step, (0.170 + 0.105) / 2, 1e-12);
+  double elapsed = 0;
+  for (const auto& c : d.components) elapsed += c.elapsed_us_per_step;
+  EXPECT_NEAR(elapsed, ((31400 - 31000) + (51300 - 51000)) / 2e3, 1e-12);
   // One kernel per layer: the span is its duration.
   EXPECT_NEAR(component_of(d, "qkv_proj").span_us_per_step,
               component_of(d, "qkv_proj").us_per_step, 1e-12);
@@ -306,7 +317,8 @@ TEST(Profile, OverlappingStreamsMakeNoGaps) {
   t.api_calls = {call(1, 10), call(2, 20), call(3, 30)};
   t.activities = {kernel(kGemv, 1000, 2000, 1, 1), kernel(kGemv, 1500, 2500, 2, 2),
                   kernel(kGemv, 2100, 2200, 3, 1)};  // 100 ns after its stream's last end
-  const PhaseSummary& d = phase_of(analyze_profile(t), "decode");
+  const ProfileAnalysis a = analyze_profile(t);
+  const PhaseSummary& d = phase_of(a, "decode");
   EXPECT_NEAR(d.busy_us_per_step, 1.5, 1e-12);
   EXPECT_NEAR(d.wall_us_per_step, 1.5, 1e-12);
   EXPECT_EQ(d.gaps.count, 1);
@@ -425,7 +437,7 @@ TEST(Profile, JsonAndMarkdown) {
   const std::string md = profile_to_markdown(synthetic_setup(), a, NcuSummary{});
   EXPECT_NE(md.find("## decode"), std::string::npos);
   EXPECT_NE(md.find("| kernel | calls | total us | avg us | share |"), std::string::npos);
-  EXPECT_NE(md.find("| component | us/step | span us/step | kernels/step | share |"), std::string::npos);
+  EXPECT_NE(md.find("| component | us/step | span us/step | elapsed us/step | kernels/step | share |"), std::string::npos);
 }
 
 TEST(Profile, ChromeTrace) {
