@@ -118,9 +118,9 @@ int64_t balanced_active_experts(int64_t pairs, int experts);
 // rows % E experts get one more): what moe_permute writes for a balanced routing.
 std::vector<int32_t> balanced_expert_offsets(int64_t rows, int experts);
 
-// How a case is timed, from one calibration launch of `estimate_us`: back to back, `batch`
-// launches per sample so that a sample takes about 2 ms (0.5 ms with --quick), 15 samples (5),
-// at least one batch of warm-up launches (up to 20).
+// How a case is timed, from one calibration launch of `estimate_us`: `batch` launches captured in
+// a CUDA graph per sample so that a sample takes about 2 ms (0.5 ms with --quick), 15 samples (5),
+// warm-up replays as many as launches in a batch, at most 20.
 TimingConfig kernel_timing(double estimate_us, bool quick, int sets);
 
 struct KernelSuiteOptions {

@@ -229,7 +229,7 @@ TEST(KernelSuite, OnlySelectsOpsAndNamesUnknownOnes) {
 
 TEST(KernelSuite, TimingSizesTheBatchFromTheCalibration) {
   TimingConfig t = kernel_timing(10, false, 3);
-  EXPECT_EQ(t.mode, TimingMode::back_to_back);
+  EXPECT_EQ(t.mode, TimingMode::graph);
   EXPECT_EQ(t.batch, 200);
   EXPECT_EQ(t.sets, 3);
   EXPECT_EQ(t.reps, 15);
