@@ -310,6 +310,15 @@ Validation measure_case(const Case& c, const AttentionArgs& args, const bench::D
   val.ok = val.nonfinite_out == 0 && val.nonfinite_lse == 0 && val.out.rel_l2 <= kRelL2Tolerance &&
            val.lse_max_abs <= kLseTolerance;
   bench::ResultRow row = make_row(c, cfg, st, ceil);
+  bench::Accuracy accuracy;
+  accuracy.error = val.out;
+  accuracy.reference = fmt::format("cpu fp64, {} query rows x {} heads x {} sequences", val.rows,
+                                   val.heads.size(), val.batches.size());
+  accuracy.rel_l2_tolerance = kRelL2Tolerance;
+  // Every element scanned for NaN/Inf, and the log-sum-exp against the reference.
+  accuracy.other_checks_passed =
+      val.nonfinite_out == 0 && val.nonfinite_lse == 0 && val.lse_max_abs <= kLseTolerance;
+  row.accuracy = accuracy;
   // The verdict travels with the row too (JSON readers that know only rows see it).
   row.note +=
       fmt::format("; fp64 check {} (rel L2 {:.1e})", val.ok ? "ok" : "FAILED", val.out.rel_l2);

@@ -168,6 +168,20 @@ bench::MoeCase measure_case(const bench::MoeShape& shape, const bench::MoeWeight
   return c;
 }
 
+// The case's CPU check on the rows of the whole layer (the output it compares), in the run:
+// `rows` points at the case's first row there (its rows are recorded in c.steps order).
+void attach_check(const bench::MoeCase& c, bench::ResultRow* rows) {
+  if (!c.check) return;
+  bench::Accuracy a;
+  a.error = c.check->layer_vs_cpu;
+  a.reference = fmt::format("cpu reference ops, {} sampled tokens", c.check->tokens);
+  a.rel_l2_tolerance = bench::kMoeRelL2Tolerance;
+  a.other_checks_passed = c.check->nonfinite == 0;
+  for (size_t j = 0; j < c.steps.size(); ++j)
+    if (c.steps[j] == bench::MoeStep::layer || c.steps[j] == bench::MoeStep::layer_graph)
+      rows[j].accuracy = a;
+}
+
 void print_report(const bench::Report& run, const std::vector<bench::MoeCase>& cases) {
   fmt::print("{}", bench::describe_device(run.device));
   fmt::print("git {}, {}\n\n", run.git_commit, run.date_utc);
@@ -234,8 +248,10 @@ int run_moe_bench(const MoeArgs& args) {
     std::optional<bench::MoeHostWeights> host_w;
     if (args.samples > 0) host_w = bench::copy_weights_to_host(w);
     for (; i < shapes.size() && shapes[i].model.name == model.name; ++i) {
+      const size_t first_row = run.rows.size();
       cases.push_back(
           measure_case(shapes[i], w, host_w ? &*host_w : nullptr, args, run.ceilings, dev, add));
+      attach_check(cases.back(), &run.rows[first_row]);
       cuda_allocator::empty_cache();  // the next shape gets the whole card
     }
   }

@@ -263,6 +263,41 @@ void write_json(const bench::Report& run, const std::vector<bench::MoeFp8Case>& 
   if (!f) throw Error(ErrorKind::io, "bench moe-fp8: writing '" + path + "' failed");
 }
 
+// A case's checks on the run's rows of what they compare: seed003's on the op and the pipeline
+// (pass = flashinfer-bench's rule and pipeline == op, the validation table's verdict; rel L2
+// shown, bounded only by 1), seed001's on the whole fp8 layer (rel L2 against the fp32 reference
+// of the same fp8 weights).
+void attach_checks(const bench::MoeFp8Case& c, std::vector<bench::ResultRow>& rows) {
+  auto set = [&](bench::Fp8Step step, const bench::Accuracy& a) {
+    for (size_t j = 0; j < c.steps.size(); ++j) {
+      if (c.steps[j] != step) continue;
+      for (bench::ResultRow& r : rows)
+        if (r.name == c.rows[j].name && r.params == c.rows[j].params && r.timing == c.rows[j].timing)
+          r.accuracy = a;
+    }
+  };
+  if (c.ds_check) {
+    bench::Accuracy a;
+    a.error = c.ds_check->vs_cpu_op;
+    a.reference = fmt::format("cpu reference op, {} sampled tokens; pass = flashinfer-bench's rule",
+                              c.ds_check->tokens);
+    a.rel_l2_tolerance = 1.0;
+    a.other_checks_passed = c.ds_check->ok();
+    set(bench::Fp8Step::ds_op, a);
+    set(bench::Fp8Step::ds_pipeline, a);
+  }
+  if (c.layer_check) {
+    bench::Accuracy a;
+    a.error = c.layer_check->vs_fp8_fp32;
+    a.reference = fmt::format("fp32 reference of the same fp8 weights, {} sampled tokens",
+                              c.layer_check->tokens);
+    a.rel_l2_tolerance = bench::kFp8LayerRelL2Tolerance;
+    a.other_checks_passed = c.layer_check->nonfinite == 0;
+    set(bench::Fp8Step::layer, a);
+    set(bench::Fp8Step::layer_graph, a);
+  }
+}
+
 int run_moe_fp8_bench(const MoeFp8Args& args) {
   const std::vector<bench::Fp8Shape> shapes = bench::moe_fp8_shapes(args.shape, args.tokens);
   bench::validate_fp8_terms(args.terms);
@@ -292,6 +327,7 @@ int run_moe_fp8_bench(const MoeFp8Args& args) {
   if (!layer.empty()) measure_seed001(layer, args, run.ceilings, dev, add, &cases);
   cuda_allocator::empty_cache();
 
+  for (const bench::MoeFp8Case& c : cases) attach_checks(c, run.rows);
   print_report(run, cases);
   if (!args.json_path.empty()) {
     write_json(run, cases, args.json_path);

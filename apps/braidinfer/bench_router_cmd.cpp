@@ -114,15 +114,29 @@ double baseline_us(const std::vector<bench::BaselineLine>& lines, const std::str
   return 0;
 }
 
-// The device outputs (copied back) against the reference outputs on the host.
+// The device outputs (copied back) against the reference outputs on the host; *accuracy gets the
+// row's form of the same check (the weights' errors; the ids must all match).
 bench::RouterCheck check_outputs(const Tensor& weights, const Tensor& ids, const Tensor& ref_w,
-                                 const Tensor& ref_ids) {
+                                 const Tensor& ref_ids, bench::Accuracy* accuracy) {
   OwnedTensor w(DType::f32, {weights.shape[0], weights.shape[1]}, Device::cpu());
   OwnedTensor i(DType::i32, {ids.shape[0], ids.shape[1]}, Device::cpu());
   copy(weights, w);
   copy(ids, i);
-  return bench::check_router(w.view().ptr<float>(), i.view().ptr<int32_t>(), ref_w.ptr<float>(),
-                             ref_ids.ptr<int32_t>(), weights.numel());
+  const bench::RouterCheck check =
+      bench::check_router(w.view().ptr<float>(), i.view().ptr<int32_t>(), ref_w.ptr<float>(),
+                          ref_ids.ptr<int32_t>(), weights.numel());
+  const float* ref = ref_w.ptr<float>();
+  const std::vector<double> ref64(ref, ref + weights.numel());
+  bench::ErrorAccumulator acc;
+  acc.add(w.view().ptr<float>(), ref64.data(), weights.numel());
+  accuracy->error = acc.summary();
+  accuracy->reference = fmt::format("cpu reference op; {} of {} ids differ; pass = every id equal "
+                                    "and max |dw| <= {:g}",
+                                    check.id_mismatches, check.entries,
+                                    bench::kRouterWeightTolerance);
+  accuracy->rel_l2_tolerance = 1.0;  // the rule above decides, not the relative error
+  accuracy->other_checks_passed = check.ok();
+  return check;
 }
 
 std::string shape_label(const bench::RouterShape& s) {
@@ -174,14 +188,16 @@ std::vector<bench::RouterLine> measure_router(const bench::RouterShape& shape,
     line.mode = m.name;
     line.timing = bench::timing_label(m.cfg);
     line.stats = bench::time_launches([&](int, Stream s) { call(s); }, m.cfg);
-    line.check = check_outputs(weights, ids, ref_w, ref_ids);
+    bench::Accuracy accuracy;
+    line.check = check_outputs(weights, ids, ref_w, ref_ids, &accuracy);
     line.baseline_us = baseline_us(baselines, m.name);
     line.copy_gbps = copy_gbps;
     add({bench::router_op_name(shape), shape_label(shape), line.timing,
          line.stats, bench::router_bytes(shape), 0, bench::Bound::memory,
          fmt::format("{}; check {} (id mismatches {}, max |dw| {:.1e})", m.name,
                      line.check.ok() ? "ok" : "FAILED", line.check.id_mismatches,
-                     line.check.max_abs_weight_error)});
+                     line.check.max_abs_weight_error),
+         accuracy});
     lines.push_back(std::move(line));
   }
   return lines;

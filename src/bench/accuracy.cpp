@@ -39,7 +39,7 @@ ErrorSummary ErrorAccumulator::summary() const {
 bool Accuracy::passed() const {
   const ErrorSummary& e = error;
   if (std::isnan(e.max_abs) || std::isnan(e.rel_l2) || std::isnan(e.mean_abs)) return false;
-  return e.rel_l2 <= rel_l2_tolerance;
+  return other_checks_passed && e.rel_l2 <= rel_l2_tolerance;
 }
 
 double rel_l2_tolerance_for(int dtype_bytes) { return dtype_bytes >= 4 ? 1e-5 : 1e-2; }

@@ -188,6 +188,7 @@ nlohmann::json accuracy_json(const std::optional<Accuracy>& a) {
           {"rel_l2", number_or_null(e.rel_l2)},
           {"rounding_max_abs", number_or_null(e.rounding_max_abs)},
           {"rel_l2_tolerance", a->rel_l2_tolerance},
+          {"other_checks_passed", a->other_checks_passed},
           {"passed", a->passed()}};
 }
 
@@ -280,6 +281,7 @@ std::optional<Accuracy> accuracy_from_json(const nlohmann::json& row, const std:
   a.error.rel_l2 = get_number_or_nan(*it, p, "rel_l2");
   a.error.rounding_max_abs = get_number_or_nan(*it, p, "rounding_max_abs");
   a.rel_l2_tolerance = get_number(*it, p, "rel_l2_tolerance");
+  a.other_checks_passed = it->value("other_checks_passed", true);  // absent before it existed
   return a;
 }
 

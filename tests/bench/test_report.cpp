@@ -342,6 +342,9 @@ TEST(BenchReport, AccuracyPassesOnTheRelativeL2ErrorAndNeverWithNaN) {
   EXPECT_TRUE(accuracy_of(1e-3, 1e-4, 1e-2, 5e-3).passed());
   EXPECT_FALSE(accuracy_of(1e-3, 1e-4, 1e-2, 2e-2).passed());
   EXPECT_FALSE(accuracy_of(std::nan(""), 1e-4, 1e-2, 5e-3).passed());
+  Accuracy scan_failed = accuracy_of(1e-3, 1e-4, 1e-2, 5e-3);
+  scan_failed.other_checks_passed = false;  // e.g. a NaN outside the compared sample
+  EXPECT_FALSE(scan_failed.passed());
   EXPECT_DOUBLE_EQ(rel_l2_tolerance_for(4), 1e-5);
   EXPECT_DOUBLE_EQ(rel_l2_tolerance_for(2), 1e-2);
 }
@@ -364,6 +367,10 @@ TEST(BenchReport, AccuracyAndRooflineRoundTripThroughJson) {
   EXPECT_DOUBLE_EQ(back.rows[1].accuracy->error.max_rel, 4e-2);
   EXPECT_EQ(back.rows[1].accuracy->reference, "cpu fp64");
   EXPECT_TRUE(std::isnan(back.rows[0].accuracy->error.max_abs));
+  run.rows[1].accuracy->other_checks_passed = false;
+  const Report back2 = report_from_json(to_json(run));
+  EXPECT_FALSE(back2.rows[1].accuracy->other_checks_passed);
+  EXPECT_FALSE(back2.rows[1].accuracy->passed());
   EXPECT_FALSE(back.rows[2].accuracy.has_value());
   // Results written before rows carried accuracy read as "not checked".
   nlohmann::json old = j;
