@@ -521,6 +521,55 @@ def section_profiles(doc, profiles, top):
             doc.add(f"Nsight Compute table: {NOT_HERE}.", "")
 
 
+def section_profile_vs_breakdown(doc, profiles, benches):
+    """A profile's decode components beside `bench decode --breakdown` of the same model shape:
+    the check that the two tools see the same step."""
+    pairs = []
+    for p in profiles:
+        decode = (p.get("steps") or {}).get("decode")
+        if not decode or not decode["components"] or not p["model"]:
+            continue
+        for b in benches:
+            rows = b["rows"]
+            steps = [r for r in rows if r["name"] == "decode_step"
+                     and r["params"].split(" ")[0] == p["model"]]
+            events = {r["params"]: r["median_us"] for r in rows if r["name"] == "decode_component"}
+            if steps and events:
+                pairs.append((p, decode, b, steps, events))
+    if not pairs:
+        return
+    doc.add("## Profile against the decode breakdown", "")
+    for p, decode, b, steps, events in pairs:
+        doc.add(f"### {base(p['path'])} and {base(b['path'])}", "")
+        kernels = " / ".join(
+            f"{r['timing']}: {fmt_us(r['median_us'])} us ({r['note'].split(',')[0]})" for r in steps)
+        doc.add(f"`bench decode` ({steps[0]['params']}): {kernels}. `profile` ({p['model']}, "
+                f"{decode['steps']:.0f} eager decode steps under CUPTI): "
+                f"{decode['kernels_per_step']:.1f} kernels per step, GPU busy "
+                f"{fmt_us(decode['busy_us_per_step'])} us per step, wall "
+                f"{fmt_us(decode['wall_us_per_step'])} us per step.", "")
+        rows, sums = [], [0.0, 0.0, 0.0, 0.0]
+        for comp in decode["components"]:
+            name = comp.get("component", "?")
+            figures = [data.number(comp.get(k)) for k in
+                       ("us_per_step", "span_us_per_step", "elapsed_us_per_step")]
+            event = events.get(name)
+            for i, v in enumerate(figures + [event]):
+                sums[i] += v or 0
+            ratio = (figures[2] / event) if figures[2] and event else None
+            rows.append([name] + [fmt_us(v) for v in figures] + [fmt_us(event),
+                         f"{ratio:.2f}" if ratio else "-"])
+        rows.append(["sum"] + [fmt_us(v) for v in sums] + ["-"])
+        doc.add(*table(["component", "profile: kernel us", "profile: span us",
+                        "profile: elapsed us", "bench decode: events us", "elapsed / events"],
+                       rows), "")
+        doc.add("Kernel us sums kernel durations per step; span counts kernels that overlap "
+                "(programmatic dependent launch) once; elapsed runs from the end of the previous "
+                "component, launch gaps included, which is what the CUDA events recorded after each "
+                "component measure in `bench decode --breakdown` (the events themselves add host "
+                "time to every component of an eager, launch-bound step).", "")
+
+
 # ---- main ------------------------------------------------------------------------------------
 
 
@@ -548,6 +597,7 @@ def build(paths, out_dir, title="braidinfer benchmark report", top=15):
     section_roofline(doc, benches)
     section_histograms(doc, benches, profiles)
     section_profiles(doc, profiles, top)
+    section_profile_vs_breakdown(doc, profiles, benches)
     return doc.write()
 
 

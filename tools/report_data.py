@@ -228,6 +228,7 @@ def read_profile(doc, path):
     total_us, avg_us, share, "ncu": {...}}]}]}). Kernels come back grouped by phase, largest share
     first."""
     phases = {}  # phase -> kernels
+    steps = {}  # phase -> its per-step figures and components (braidinfer profile's layout)
     ncu = []
     ncu_seen = set()  # braidinfer folds one kernel's metrics into every phase that ran it
     if isinstance(doc.get("kernels"), list):
@@ -238,6 +239,11 @@ def read_profile(doc, path):
     for p in doc.get("phases") or []:
         if not isinstance(p, dict):
             continue
+        steps[p.get("phase")] = {
+            "steps": number(p.get("steps")), "kernels_per_step": number(p.get("kernels_per_step")),
+            "busy_us_per_step": number(p.get("busy_us_per_step")),
+            "wall_us_per_step": number(p.get("wall_us_per_step")),
+            "components": [cc for cc in p.get("components") or [] if isinstance(cc, dict)]}
         for k in p.get("kernels_table") or []:
             if isinstance(k, dict):
                 kk = _kernel(k, p.get("phase"))
@@ -254,7 +260,7 @@ def read_profile(doc, path):
         kernels.sort(key=lambda k: -(k["share"] or 0))
     device = doc.get("device")
     setup = doc.get("setup") if isinstance(doc.get("setup"), dict) else {}
-    return {"kind": "profile", "path": path, "phases": phases,
+    return {"kind": "profile", "path": path, "phases": phases, "steps": steps,
             "kernels": [k for ks in phases.values() for k in ks], "ncu": ncu,
             "device": device if isinstance(device, dict) else None,
             "gpu": device if isinstance(device, str) else (device or {}).get("name"),

@@ -294,3 +294,33 @@ def test_profile_command_layout_renders(tmp_path):
     assert any(n.startswith("hist_ncu") for n in names)
     for p in linked_pngs(md):
         assert (out / p).is_file()
+
+
+def test_profile_is_set_beside_the_decode_breakdown_of_the_same_model(tmp_path):
+    pytest.importorskip("matplotlib")
+    import report
+
+    prof = profile_command_doc()
+    prof["phases"][1].update({
+        "kernels_per_step": 116.0, "busy_us_per_step": 1250.0, "wall_us_per_step": 1400.0,
+        "components": [{"component": "qkv_proj", "us_per_step": 120.0, "span_us_per_step": 120.0,
+                        "elapsed_us_per_step": 150.0, "kernels_per_step": 16.0, "share": 0.1},
+                       {"component": "attention", "us_per_step": 260.0,
+                        "span_us_per_step": 165.0, "elapsed_us_per_step": 196.0,
+                        "kernels_per_step": 32.0, "share": 0.2}]})
+    decode = {"schema": "braidinfer.bench.run/1", "suite": "decode", "git_commit": "abc123",
+              "date_utc": "2026-11-23T10:00:00Z", "device": DEVICE, "ceilings": CEILINGS,
+              "rows": [bench_row("decode_step", "llama-3.2-1b batch 1 context 1024", 1260.0,
+                                 2.5e9, 0, "memory"),
+                       bench_row("decode_component", "qkv_proj", 175.0, 2e8, 0, "memory"),
+                       bench_row("decode_component", "attention", 200.0, 3e7, 0, "memory")]}
+    other = dict(decode, rows=[bench_row("decode_step", "qwen3-0.6b batch 1 context 1024", 900.0,
+                                         1.2e9, 0, "memory")])
+    out = tmp_path / "out"
+    assert report.main([write(tmp_path, "prof.json", prof), write(tmp_path, "dec.json", decode),
+                        write(tmp_path, "other.json", other), "-o", str(out)]) == 0
+    md = (out / "report.md").read_text()
+    assert "### prof.json and dec.json" in md
+    assert "other.json" not in md.split("## Profile against the decode breakdown")[1]
+    assert "| attention | 260.00 | 165.00 | 196.00 | 200.00 | 0.98 |" in md
+    assert "| qkv_proj | 120.00 | 120.00 | 150.00 | 175.00 | 0.86 |" in md
