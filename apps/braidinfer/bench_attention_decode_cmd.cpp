@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/attention_prefill_bench.h"
 #include "bench/ceilings.h"
 #include "bench/device.h"
 #include "bench/kernels.h"
@@ -114,6 +115,54 @@ void expect_written(const Tensor& t, const std::string& what) {
                               what, i));
 }
 
+// Elements of a host copy of rows [first, first + n) of t's first dimension, as floats.
+std::vector<float> host_rows(const Tensor& t, int64_t first, int64_t n) {
+  const Tensor rows = t.slice(0, first, first + n);
+  std::vector<int64_t> shape(rows.shape, rows.shape + rows.ndim);
+  OwnedTensor host(rows.dtype, shape, Device::cpu());
+  copy(rows, host);
+  std::vector<float> v(static_cast<size_t>(rows.numel()));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = load_as_float(host.data(), rows.dtype, int64_t(i));
+  return v;
+}
+
+// The output of set 0 against the fp64 reference for the first and last sequences and query
+// heads 0 and 31 (different KV heads): each sequence's keys gathered page by page through the
+// page table, as the kernel reads them.
+bench::Accuracy check_against_reference(const DecodeShape& s, const DecodeInputs& in, float scale) {
+  const int64_t pages_per_seq = (s.kv_len + kPageSize - 1) / kPageSize;
+  const std::vector<float> table = host_rows(in.page_table, 0, s.batch);
+  const std::vector<float> q = host_rows(in.q, 0, s.batch);
+  const std::vector<float> out = host_rows(in.out, 0, s.batch);
+  const int64_t row = kKvHeads * kHeadDim;  // one token's K (or V) in a page
+  bench::ErrorAccumulator acc;
+  std::vector<double> ref(kHeadDim);
+  const std::vector<int64_t> seqs = s.batch > 1 ? std::vector<int64_t>{0, s.batch - 1}
+                                                : std::vector<int64_t>{0};
+  for (int64_t b : seqs) {
+    std::vector<float> k, v;  // [kv_len, kv_heads, head_dim] of this sequence
+    for (int64_t p = 0; p < pages_per_seq; ++p) {
+      const int64_t page = static_cast<int64_t>(table[size_t(b * pages_per_seq + p)]);
+      const std::vector<float> kp = host_rows(in.k_pages[0], page, 1);
+      const std::vector<float> vp = host_rows(in.v_pages[0], page, 1);
+      k.insert(k.end(), kp.begin(), kp.end());
+      v.insert(v.end(), vp.begin(), vp.end());
+    }
+    for (int64_t h : {int64_t{0}, kQHeads - 1}) {
+      const int64_t kv_head = h / (kQHeads / kKvHeads);
+      bench::reference_attention_row(&q[size_t((b * kQHeads + h) * kHeadDim)],
+                                     &k[size_t(kv_head * kHeadDim)], &v[size_t(kv_head * kHeadDim)],
+                                     s.kv_len, kHeadDim, row, scale, ref.data());
+      acc.add(&out[size_t((b * kQHeads + h) * kHeadDim)], ref.data(), kHeadDim);
+    }
+  }
+  bench::Accuracy a;
+  a.error = acc.summary();
+  a.reference = fmt::format("cpu fp64, {} sequences x 2 query heads", seqs.size());
+  a.rel_l2_tolerance = bench::rel_l2_tolerance_for(2);
+  return a;
+}
+
 double decode_bytes(const DecodeShape& s) {
   const double kv = 2.0 * double(s.batch) * double(s.kv_len) * kKvHeads * kHeadDim * 2;
   const double q_out = 2.0 * double(s.batch) * kQHeads * kHeadDim * 2;
@@ -162,7 +211,9 @@ void measure_shape(const DecodeShape& s, const DecodeArgs& args, const bench::De
       const bench::Stats st = bench::time_launches(fn, cfg);
       expect_written(in.out, "out");
       expect_written(in.lse, "lse");
+      fn(0, {});  // the last timed launch may have read another set: the check reads set 0's
       bench::ResultRow r;
+      r.accuracy = check_against_reference(s, in, scale);
       r.name = "attention_decode_bf16";
       r.params = fmt::format("b={} kv={} q32 kv8 d128 page16 {}", s.batch, s.kv_len,
                              splits == 0 ? fmt::format("splits=auto({})", chosen)

@@ -124,23 +124,22 @@ std::vector<float> host_floats(const Tensor& t) {
   return v;
 }
 
-// ‖braid − cuBLASLt‖ / ‖cuBLASLt‖ over every set. The outputs were poisoned with NaN before
-// timing, so an unwritten element shows up as NaN here and the run stops: a time for a kernel
-// that did not write its output means nothing.
-double disagreement(const Sets& s, const std::string& what) {
-  double num = 0, den = 0;
+// braid's output against cuBLASLt's over every set (rel_l2 = ‖braid − cuBLASLt‖ / ‖cuBLASLt‖).
+// The outputs were poisoned with NaN before timing, so an unwritten element shows up as NaN here
+// and the run stops: a time for a kernel that did not write its output means nothing.
+bench::ErrorSummary disagreement(const Sets& s, const std::string& what) {
+  bench::ErrorAccumulator acc;
   for (size_t i = 0; i < s.out.size(); ++i) {
     const std::vector<float> got = host_floats(s.out[i]), ref = host_floats(s.out_lt[i]);
-    for (size_t j = 0; j < got.size(); ++j) {
+    for (size_t j = 0; j < got.size(); ++j)
       if (!std::isfinite(got[j]) || !std::isfinite(ref[j]))
         throw Error(ErrorKind::internal,
                     fmt::format("bench gemv: {}: output element {} of set {} is not finite "
                                 "after timing (left unwritten?)", what, j, i));
-      num += (double(got[j]) - ref[j]) * (double(got[j]) - ref[j]);
-      den += double(ref[j]) * ref[j];
-    }
+    const std::vector<double> ref64(ref.begin(), ref.end());
+    acc.add(got.data(), ref64.data(), static_cast<int64_t>(got.size()));
   }
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  return acc.summary();
 }
 
 bench::ResultRow make_row(const char* name, const Case& c, const bench::TimingConfig& cfg,
@@ -190,14 +189,21 @@ void measure_case(const Case& c, const GemvArgs& args, const bench::DeviceInfo& 
   const bench::Stats lt = bench::time_launches(
       [&](int i, Stream st) { cuda::gemm_cublaslt(s.a[i], s.w[i], Tensor{}, s.out_lt[i], st); },
       cfg);
-  const double diff = disagreement(s, case_params(c));
-  if (diff > 1e-2)
+  bench::Accuracy accuracy;
+  accuracy.error = disagreement(s, case_params(c));
+  accuracy.reference = "cuBLASLt's output (bf16, fp32 accumulation), every set";
+  accuracy.rel_l2_tolerance = bench::rel_l2_tolerance_for(2);
+  const double diff = accuracy.error.rel_l2;
+  if (!accuracy.passed())
     throw Error(ErrorKind::internal, fmt::format("bench gemv: {}: GEMV and cuBLASLt disagree "
                                                  "(relative difference {:.3g})",
                                                  case_params(c), diff));
-  add(make_row("gemv_braid", c, cfg, braid,
-               fmt::format("x{:.2f} vs cuBLASLt; {}; diff {:.1e}",
-                           lt.median_us / braid.median_us, cuda::describe(chosen), diff)));
+  bench::ResultRow row = make_row("gemv_braid", c, cfg, braid,
+                                  fmt::format("x{:.2f} vs cuBLASLt; {}; diff {:.1e}",
+                                              lt.median_us / braid.median_us,
+                                              cuda::describe(chosen), diff));
+  row.accuracy = accuracy;
+  add(std::move(row));
   add(make_row("gemv_cublaslt", c, cfg, lt,
                cuda::gemm_plan_description(s.a[0], s.w[0], Tensor{}, s.out_lt[0])));
 
