@@ -85,6 +85,9 @@ std::map<std::string, std::vector<double>> time_components(
   return out;
 }
 
+// bf16 weights up to this size are checked against the CPU forward (its fp32 copy is twice that).
+constexpr size_t kCpuCheckMaxWeightBytes = size_t{3} << 30;
+
 }  // namespace
 
 Report run_decode(const DecodeOptions& o) {
@@ -153,6 +156,16 @@ Report run_decode(const DecodeOptions& o) {
                       0, Bound::memory, note});
   run.rows.push_back({"decode_step", params, timing_label(eager), time_launches(step, eager), bytes,
                       0, Bound::memory, note});
+  // The step once more with logits out (instead of the fused greedy head), its first sequence
+  // against the CPU forward of the same weights and cache: for random weights small enough that
+  // their fp32 copy and the reference's fp64 dot products take seconds on the host.
+  if (m->random_weights && w.bytes <= kCpuCheckMaxWeightBytes) {
+    model::forward(c, w, cache, ws, in, B, /*all_logits=*/true, logits.view());
+    fmt::print(stderr, "  checking the step's logits against the CPU forward...\n");
+    const Accuracy a = check_last_logits(*m, logits.view(), o.context - 1, 1);
+    for (ResultRow& r : run.rows)
+      if (r.name == "decode_step") r.accuracy = a;
+  }
   if (o.breakdown) {
     const auto component_bytes = decode_component_bytes(c, B, o.context, dtype_size(dtype));
     for (auto& [name, samples] : time_components(c, w, cache, ws, in, B, logits.view(), next.view(),

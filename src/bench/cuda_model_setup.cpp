@@ -127,37 +127,45 @@ StepBatch make_step_batch(const ModelUnderTest& m, int sequences, int past, int 
   return batch;
 }
 
-std::vector<float> cpu_reference_logits(const ModelUnderTest& m, int new_tokens) {
+std::vector<float> cpu_reference_logits(const ModelUnderTest& m, int past, int new_tokens) {
   if (!m.random_weights)
     throw Error(ErrorKind::invalid_argument, "bench: the CPU reference needs a random-weight model");
   std::map<std::string, Tensor> on_device(m.random_tensors.begin(), m.random_tensors.end());
   const Device cpu = Device::cpu();
+  // bf16 values on the device into an fp32 CPU tensor of the same number of elements.
+  auto bf16_to_host_f32 = [&](const Tensor& src, const Tensor& dst) {
+    OwnedTensor host(src.dtype, std::vector<int64_t>(src.shape, src.shape + src.ndim), cpu);
+    copy(src, host.view());
+    const uint16_t* bits = host.view().ptr<uint16_t>();
+    float* out = dst.ptr<float>();
+    for (int64_t i = 0; i < dst.numel(); ++i) out[i] = bf16_to_float(bits[i]);
+  };
   const model::Weights w = model::build_weights(
       m.config, cpu, DType::f32,
       [&](const std::string& name, const std::vector<int64_t>&, const Tensor& dst) {
         const auto it = on_device.find(name);
         if (it == on_device.end())
           throw Error(ErrorKind::internal, "bench: no device values for weight '" + name + "'");
-        OwnedTensor host(it->second.dtype, std::vector<int64_t>(it->second.shape,
-                                                                it->second.shape + it->second.ndim),
-                         cpu);
-        copy(it->second, host.view());
-        const uint16_t* src = host.view().ptr<uint16_t>();  // bf16 bits
-        float* out = dst.ptr<float>();
-        for (int64_t i = 0; i < dst.numel(); ++i) out[i] = bf16_to_float(src[i]);
+        bf16_to_host_f32(it->second, dst);
       });
-  engine::KVCache cache(m.config, new_tokens, 16, cpu, DType::f32, 1);
-  model::Workspace ws(m.config, new_tokens, cpu, DType::f32);
   const int n = new_tokens;
+  engine::KVCache cache(m.config, past + n, 16, cpu, DType::f32, 1);
+  // Sequence 0's first pages on the device (its pages come first, in order) hold the K/V of the
+  // `past` tokens; the new tokens' slots are overwritten by the forward pass below.
+  for (size_t l = 0; l < cache.k.size(); ++l) {
+    bf16_to_host_f32(m.cache->k[l].view().slice(0, 0, cache.pages_per_seq), cache.k[l].view());
+    bf16_to_host_f32(m.cache->v[l].view().slice(0, 0, cache.pages_per_seq), cache.v[l].view());
+  }
+  model::Workspace ws(m.config, n, cpu, DType::f32);
   OwnedTensor in(DType::i32, {3 * n + 3}, cpu);
   int32_t* h = in.view().ptr<int32_t>();
   for (int i = 0; i < n; ++i) {
-    h[i] = step_token_id(0, i, m.config.vocab_size);
-    h[n + i] = i;
-    h[2 * n + i] = static_cast<int32_t>(cache.slot(0, i));
+    h[i] = step_token_id(0, past + i, m.config.vocab_size);
+    h[n + i] = past + i;
+    h[2 * n + i] = static_cast<int32_t>(cache.slot(0, past + i));
   }
-  h[3 * n] = n;      // kv_lens
-  h[3 * n + 1] = 0;  // cu_seqlens_q
+  h[3 * n] = past + n;  // kv_lens
+  h[3 * n + 1] = 0;     // cu_seqlens_q
   h[3 * n + 2] = n;
   const Tensor d = in.view();
   const model::StepInputs inputs{d.slice(0, 0, n), d.slice(0, n, 2 * n), d.slice(0, 2 * n, 3 * n),
@@ -167,6 +175,22 @@ std::vector<float> cpu_reference_logits(const ModelUnderTest& m, int new_tokens)
   model::forward(m.config, w, cache, ws, inputs, n, /*all_logits=*/false, logits.view());
   const float* p = logits.view().ptr<float>();
   return std::vector<float>(p, p + m.config.vocab_size);
+}
+
+Accuracy check_last_logits(const ModelUnderTest& m, const Tensor& gpu_logits, int past,
+                           int new_tokens) {
+  const std::vector<float> ref = cpu_reference_logits(m, past, new_tokens);
+  const int64_t V = m.config.vocab_size;
+  OwnedTensor host(DType::f32, {1, V}, Device::cpu());
+  copy(gpu_logits.slice(0, 0, 1), host.view());
+  const std::vector<double> ref64(ref.begin(), ref.end());
+  ErrorAccumulator acc;
+  acc.add(host.view().ptr<float>(), ref64.data(), V);
+  Accuracy a;
+  a.error = acc.summary();
+  a.reference = "cpu fp32 forward of the same weights and KV cache, last-token logits";
+  a.rel_l2_tolerance = rel_l2_tolerance_for(2);  // bf16 weights and activations on the GPU
+  return a;
 }
 
 }  // namespace braid::bench

@@ -23,21 +23,6 @@ namespace {
 // the small model's 1 x 128 prompt (2.2e10 FLOPs, seconds), not the larger ones.
 constexpr double kCpuCheckMaxFlops = 3e10;
 
-// The last token's logits of the step just run against the CPU forward of the same weights.
-Accuracy check_logits(const ModelUnderTest& m, const Tensor& gpu_logits, int seq_len) {
-  const std::vector<float> ref = cpu_reference_logits(m, seq_len);
-  OwnedTensor host(DType::f32, {1, m.config.vocab_size}, Device::cpu());
-  copy(gpu_logits, host.view());
-  const std::vector<double> ref64(ref.begin(), ref.end());
-  ErrorAccumulator acc;
-  acc.add(host.view().ptr<float>(), ref64.data(), m.config.vocab_size);
-  Accuracy a;
-  a.error = acc.summary();
-  a.reference = "cpu fp32 forward, last-token logits";
-  a.rel_l2_tolerance = rel_l2_tolerance_for(2);  // bf16 weights and activations on the GPU
-  return a;
-}
-
 }  // namespace
 
 Report run_prefill(const PrefillOptions& o) {
@@ -106,7 +91,7 @@ Report run_prefill(const PrefillOptions& o) {
                     ""};
       if (pc.batch == 1 && row.flops <= kCpuCheckMaxFlops) {
         fmt::print(stderr, "  checking the last token's logits against the CPU forward...\n");
-        row.accuracy = check_logits(*mut, logits.view(), pc.seq_len);
+        row.accuracy = check_last_logits(*mut, logits.view(), 0, pc.seq_len);
       }
       const double ms = row.stats.median_us / 1e3;
       row.note = fmt::format("{:.0f} tokens/s", tokens / (ms / 1e3));

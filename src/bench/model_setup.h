@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/accuracy.h"
 #include "braid/buffer.h"
 #include "engine/kv_cache.h"
 #include "model/config.h"
@@ -61,10 +62,15 @@ StepBatch make_step_batch(const ModelUnderTest& m, int sequences, int past, int 
 // The token id make_step_batch puts at `position` of `sequence`.
 int32_t step_token_id(int sequence, int position, int vocab_size);
 
-// The CPU reference of a random-weight model's first step: the same weights (bf16 values read
-// back, computed in fp32), one sequence of `new_tokens` tokens from position 0, the last token's
+// The CPU reference of a random-weight model's step for its first sequence: the same weights and
+// the K/V of its first `past` tokens as the GPU cache holds them (bf16 values read back, computed
+// in fp32), `new_tokens` tokens from position `past` (make_step_batch's ids), the last token's
 // fp32 logits. Slow (the CPU ops are references): meant for small models and prompts. Throws
 // braid::Error (invalid_argument) for a checkpoint model (no random_tensors).
-std::vector<float> cpu_reference_logits(const ModelUnderTest& m, int new_tokens);
+std::vector<float> cpu_reference_logits(const ModelUnderTest& m, int past, int new_tokens);
+// The GPU's logits of that step (the first row of `gpu_logits`, f32 [>= 1, vocab]) against
+// cpu_reference_logits, with DESIGN.md's bf16 tolerance.
+Accuracy check_last_logits(const ModelUnderTest& m, const Tensor& gpu_logits, int past,
+                           int new_tokens);
 
 }  // namespace braid::bench
