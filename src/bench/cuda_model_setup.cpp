@@ -127,21 +127,26 @@ StepBatch make_step_batch(const ModelUnderTest& m, int sequences, int past, int 
   return batch;
 }
 
-std::vector<float> cpu_reference_logits(const ModelUnderTest& m, int past, int new_tokens) {
+std::vector<float> cpu_reference_logits(const ModelUnderTest& m, int past, int new_tokens,
+                                        DType dtype) {
   if (!m.random_weights)
     throw Error(ErrorKind::invalid_argument, "bench: the CPU reference needs a random-weight model");
   std::map<std::string, Tensor> on_device(m.random_tensors.begin(), m.random_tensors.end());
   const Device cpu = Device::cpu();
-  // bf16 values on the device into an fp32 CPU tensor of the same number of elements.
+  // bf16 values on the device into a CPU tensor (fp32, or bf16 as they are) of as many elements.
   auto bf16_to_host_f32 = [&](const Tensor& src, const Tensor& dst) {
     OwnedTensor host(src.dtype, std::vector<int64_t>(src.shape, src.shape + src.ndim), cpu);
     copy(src, host.view());
     const uint16_t* bits = host.view().ptr<uint16_t>();
+    if (dst.dtype == DType::bf16) {
+      std::copy(bits, bits + dst.numel(), dst.ptr<uint16_t>());
+      return;
+    }
     float* out = dst.ptr<float>();
     for (int64_t i = 0; i < dst.numel(); ++i) out[i] = bf16_to_float(bits[i]);
   };
   const model::Weights w = model::build_weights(
-      m.config, cpu, DType::f32,
+      m.config, cpu, dtype,
       [&](const std::string& name, const std::vector<int64_t>&, const Tensor& dst) {
         const auto it = on_device.find(name);
         if (it == on_device.end())
@@ -149,14 +154,14 @@ std::vector<float> cpu_reference_logits(const ModelUnderTest& m, int past, int n
         bf16_to_host_f32(it->second, dst);
       });
   const int n = new_tokens;
-  engine::KVCache cache(m.config, past + n, 16, cpu, DType::f32, 1);
+  engine::KVCache cache(m.config, past + n, 16, cpu, dtype, 1);
   // Sequence 0's first pages on the device (its pages come first, in order) hold the K/V of the
   // `past` tokens; the new tokens' slots are overwritten by the forward pass below.
   for (size_t l = 0; l < cache.k.size(); ++l) {
     bf16_to_host_f32(m.cache->k[l].view().slice(0, 0, cache.pages_per_seq), cache.k[l].view());
     bf16_to_host_f32(m.cache->v[l].view().slice(0, 0, cache.pages_per_seq), cache.v[l].view());
   }
-  model::Workspace ws(m.config, n, cpu, DType::f32);
+  model::Workspace ws(m.config, n, cpu, dtype);
   OwnedTensor in(DType::i32, {3 * n + 3}, cpu);
   int32_t* h = in.view().ptr<int32_t>();
   for (int i = 0; i < n; ++i) {
@@ -179,17 +184,24 @@ std::vector<float> cpu_reference_logits(const ModelUnderTest& m, int past, int n
 
 Accuracy check_last_logits(const ModelUnderTest& m, const Tensor& gpu_logits, int past,
                            int new_tokens) {
-  const std::vector<float> ref = cpu_reference_logits(m, past, new_tokens);
+  const std::vector<float> ref = cpu_reference_logits(m, past, new_tokens, DType::f32);
+  const std::vector<float> ref_bf16 = cpu_reference_logits(m, past, new_tokens, DType::bf16);
   const int64_t V = m.config.vocab_size;
+  const std::vector<double> ref64(ref.begin(), ref.end());
   OwnedTensor host(DType::f32, {1, V}, Device::cpu());
   copy(gpu_logits.slice(0, 0, 1), host.view());
-  const std::vector<double> ref64(ref.begin(), ref.end());
-  ErrorAccumulator acc;
+  ErrorAccumulator acc, noise;
   acc.add(host.view().ptr<float>(), ref64.data(), V);
+  noise.add(ref_bf16.data(), ref64.data(), V);
+  const double bf16_noise = noise.summary().rel_l2;
   Accuracy a;
   a.error = acc.summary();
-  a.reference = "cpu fp32 forward of the same weights and KV cache, last-token logits";
-  a.rel_l2_tolerance = rel_l2_tolerance_for(2);  // bf16 weights and activations on the GPU
+  // As the engine's golden tests judge a bf16 forward pass: bf16 activations through every layer
+  // drift from fp32 by an amount the weights decide, so the bound is set by how far the CPU's own
+  // bf16 forward lands from fp32 (2.5x that, and never tighter than 3e-2).
+  a.rel_l2_tolerance = std::max(3e-2, 2.5 * bf16_noise);
+  a.reference = fmt::format("cpu fp32 forward of the same weights and KV cache, last-token logits "
+                            "(cpu bf16 forward: rel L2 {:.1e} from it)", bf16_noise);
   return a;
 }
 

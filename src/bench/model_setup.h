@@ -64,12 +64,15 @@ int32_t step_token_id(int sequence, int position, int vocab_size);
 
 // The CPU reference of a random-weight model's step for its first sequence: the same weights and
 // the K/V of its first `past` tokens as the GPU cache holds them (bf16 values read back, computed
-// in fp32), `new_tokens` tokens from position `past` (make_step_batch's ids), the last token's
-// fp32 logits. Slow (the CPU ops are references): meant for small models and prompts. Throws
-// braid::Error (invalid_argument) for a checkpoint model (no random_tensors).
-std::vector<float> cpu_reference_logits(const ModelUnderTest& m, int past, int new_tokens);
+// in `dtype`: f32, or bf16 to see how far bf16 activations drift), `new_tokens` tokens from
+// position `past` (make_step_batch's ids), the last token's fp32 logits. Slow (the CPU ops are
+// references): meant for small models and prompts. Throws braid::Error (invalid_argument) for a
+// checkpoint model (no random_tensors).
+std::vector<float> cpu_reference_logits(const ModelUnderTest& m, int past, int new_tokens,
+                                        DType dtype);
 // The GPU's logits of that step (the first row of `gpu_logits`, f32 [>= 1, vocab]) against
-// cpu_reference_logits, with DESIGN.md's bf16 tolerance.
+// cpu_reference_logits in f32. The tolerance is the engine's golden tests' rule for a bf16
+// forward pass: 2.5x the rel L2 of the CPU's bf16 forward from its f32 one, at least 3e-2.
 Accuracy check_last_logits(const ModelUnderTest& m, const Tensor& gpu_logits, int past,
                            int new_tokens);
 

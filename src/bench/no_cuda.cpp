@@ -45,7 +45,9 @@ Report run_prefill(const PrefillOptions&) { no_cuda("bench prefill"); }
 std::unique_ptr<ModelUnderTest> setup_model(const ModelSetupOptions&) { no_cuda("bench model"); }
 StepBatch make_step_batch(const ModelUnderTest&, int, int, int, bool) { no_cuda("bench model"); }
 int32_t step_token_id(int, int, int) { no_cuda("bench model"); }
-std::vector<float> cpu_reference_logits(const ModelUnderTest&, int, int) { no_cuda("bench model"); }
+std::vector<float> cpu_reference_logits(const ModelUnderTest&, int, int, DType) {
+  no_cuda("bench model");
+}
 Accuracy check_last_logits(const ModelUnderTest&, const Tensor&, int, int) { no_cuda("bench model"); }
 
 }  // namespace braid::bench
