@@ -227,10 +227,18 @@ ceilings() {
 
 run_step "environment" env_info
 
-# A carried build needs braid_tests only when the tests run (TESTS=0 lets it leave them behind,
-# which keeps braidinfer and libbraid.so under the size a call can carry).
+# A carried build needs braid_tests only when the tests run, and braidinfer only when a step
+# runs it: a call can carry braidinfer + libbraid.so (TESTS=0) or braid_tests + libbraid.so
+# (BASELINE=0 and no bench steps), not all three.
 has_build() {
-  [[ -x "$1/braidinfer" && ( "${TESTS:-1}" == 0 || -x "$1/tests/braid_tests" ) ]]
+  local needs_cli=0
+  local flag
+  for flag in BENCH_ALL PROFILE ATTENTION MOE MOE_FP8 ROUTER; do
+    if [[ "${!flag:-0}" == 1 ]]; then needs_cli=1; fi
+  done
+  if [[ "${BASELINE:-1}" == 1 ]]; then needs_cli=1; fi
+  [[ ( $needs_cli == 0 || -x "$1/braidinfer" ) &&
+     ( "${TESTS:-1}" == 0 || -x "$1/tests/braid_tests" ) ]]
 }
 
 if [[ -n "${BUILD_DIR:-}" ]] && has_build "$BUILD_DIR"; then
