@@ -307,12 +307,8 @@ def section_validation(doc, inputs):
 
 
 def _speedup_table(rows):
-    braid = {(r["case"], r["implementation"]): r for r in rows if r["peer_of"] is None}
     out = []
-    for r in rows:
-        if r["peer_of"] is None:
-            continue
-        b = braid.get((r["case"], r["peer_of"]))
+    for r, b in data.peer_pairs(rows):
         ratio = (r["median_ms"] / b["median_ms"] if b and b["median_ms"] and r["median_ms"]
                  else None)
         notes = [r["note"] or "no time"] if not r["median_ms"] else []

@@ -299,15 +299,18 @@ def read_input(path):
 # ---- comparisons -----------------------------------------------------------------------------
 
 
+def peer_pairs(rows):
+    """[(peer row, the braidinfer row it is the peer of (same case) or None)] of one
+    comparison's rows."""
+    braid = {(r["case"], r["implementation"]): r for r in rows if r["peer_of"] is None}
+    return [(r, braid.get((r["case"], r["peer_of"]))) for r in rows if r["peer_of"] is not None]
+
+
 def speedups(rows):
     """[(case, peer, ratio or None, note)] of one comparison's rows: ratio = peer median / the
     median of the braidinfer row it is the peer of (same case); None when either has no time."""
-    braid = {(r["case"], r["implementation"]): r for r in rows if r["peer_of"] is None}
     out = []
-    for r in rows:
-        if r["peer_of"] is None:
-            continue
-        b = braid.get((r["case"], r["peer_of"]))
+    for r, b in peer_pairs(rows):
         if b is None:
             out.append((r["case"], r["implementation"], None, f"no {r['peer_of']} row"))
         elif not b["median_ms"]:

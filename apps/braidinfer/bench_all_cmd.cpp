@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -72,14 +71,15 @@ int run_bench(const std::vector<std::string>& args) {
 }
 
 int run_all(const AllArgs& a) {
-  const std::set<std::string> groups = {"ceilings", "kernels", "attention", "moe", "decode",
-                                        "prefill"};
+  std::vector<std::string> groups;  // in suites() order, each once
+  for (const Suite& s : suites())
+    if (std::find(groups.begin(), groups.end(), s.group) == groups.end()) groups.push_back(s.group);
   for (const auto* list : {&a.only, &a.skip})
     for (const std::string& g : *list)
-      if (!groups.count(g))
+      if (std::find(groups.begin(), groups.end(), g) == groups.end())
         throw Error(ErrorKind::invalid_argument,
-                    "bench all: unknown suite '" + g +
-                        "' (known: ceilings, kernels, attention, moe, decode, prefill)");
+                    fmt::format("bench all: unknown suite '{}' (known: {})", g,
+                                fmt::join(groups, ", ")));
   if (!cuda_available()) {
     fmt::print(stderr, "braidinfer bench all: no CUDA device is visible (nothing to measure)\n");
     return 2;

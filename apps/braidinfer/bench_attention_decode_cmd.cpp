@@ -17,6 +17,7 @@
 #include "bench/attention_prefill_bench.h"
 #include "bench/ceilings.h"
 #include "bench/device.h"
+#include "bench/host_copy.h"
 #include "bench/kernels.h"
 #include "bench/report.h"
 #include "bench/timer.h"
@@ -115,25 +116,14 @@ void expect_written(const Tensor& t, const std::string& what) {
                               what, i));
 }
 
-// Elements of a host copy of rows [first, first + n) of t's first dimension, as floats.
-std::vector<float> host_rows(const Tensor& t, int64_t first, int64_t n) {
-  const Tensor rows = t.slice(0, first, first + n);
-  std::vector<int64_t> shape(rows.shape, rows.shape + rows.ndim);
-  OwnedTensor host(rows.dtype, shape, Device::cpu());
-  copy(rows, host);
-  std::vector<float> v(static_cast<size_t>(rows.numel()));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = load_as_float(host.data(), rows.dtype, int64_t(i));
-  return v;
-}
-
 // The output of set 0 against the fp64 reference for the first and last sequences and query
 // heads 0 and 31 (different KV heads): each sequence's keys gathered page by page through the
 // page table, as the kernel reads them.
 bench::Accuracy check_against_reference(const DecodeShape& s, const DecodeInputs& in, float scale) {
   const int64_t pages_per_seq = (s.kv_len + kPageSize - 1) / kPageSize;
-  const std::vector<float> table = host_rows(in.page_table, 0, s.batch);
-  const std::vector<float> q = host_rows(in.q, 0, s.batch);
-  const std::vector<float> out = host_rows(in.out, 0, s.batch);
+  const std::vector<float> table = bench::host_floats(in.page_table);
+  const std::vector<float> q = bench::host_floats(in.q);
+  const std::vector<float> out = bench::host_floats(in.out);
   const int64_t row = kKvHeads * kHeadDim;  // one token's K (or V) in a page
   bench::ErrorAccumulator acc;
   std::vector<double> ref(kHeadDim);
@@ -143,8 +133,8 @@ bench::Accuracy check_against_reference(const DecodeShape& s, const DecodeInputs
     std::vector<float> k, v;  // [kv_len, kv_heads, head_dim] of this sequence
     for (int64_t p = 0; p < pages_per_seq; ++p) {
       const int64_t page = static_cast<int64_t>(table[size_t(b * pages_per_seq + p)]);
-      const std::vector<float> kp = host_rows(in.k_pages[0], page, 1);
-      const std::vector<float> vp = host_rows(in.v_pages[0], page, 1);
+      const std::vector<float> kp = bench::host_floats(in.k_pages[0].view().slice(0, page, page + 1));
+      const std::vector<float> vp = bench::host_floats(in.v_pages[0].view().slice(0, page, page + 1));
       k.insert(k.end(), kp.begin(), kp.end());
       v.insert(v.end(), vp.begin(), vp.end());
     }

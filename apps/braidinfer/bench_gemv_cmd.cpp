@@ -14,6 +14,7 @@
 
 #include "bench/ceilings.h"
 #include "bench/device.h"
+#include "bench/host_copy.h"
 #include "bench/kernels.h"
 #include "bench/report.h"
 #include "bench/timer.h"
@@ -116,21 +117,14 @@ Sets make_sets(const Case& c, int sets, Device dev) {
   return s;
 }
 
-std::vector<float> host_floats(const Tensor& t) {
-  OwnedTensor host(t.dtype, std::vector<int64_t>(t.shape, t.shape + t.ndim), Device::cpu());
-  copy(t, host);
-  std::vector<float> v(static_cast<size_t>(t.numel()));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = load_as_float(host.data(), t.dtype, int64_t(i));
-  return v;
-}
-
 // braid's output against cuBLASLt's over every set (rel_l2 = ‖braid − cuBLASLt‖ / ‖cuBLASLt‖).
 // The outputs were poisoned with NaN before timing, so an unwritten element shows up as NaN here
 // and the run stops: a time for a kernel that did not write its output means nothing.
 bench::ErrorSummary disagreement(const Sets& s, const std::string& what) {
   bench::ErrorAccumulator acc;
   for (size_t i = 0; i < s.out.size(); ++i) {
-    const std::vector<float> got = host_floats(s.out[i]), ref = host_floats(s.out_lt[i]);
+    const std::vector<float> got = bench::host_floats(s.out[i]);
+    const std::vector<float> ref = bench::host_floats(s.out_lt[i]);
     for (size_t j = 0; j < got.size(); ++j)
       if (!std::isfinite(got[j]) || !std::isfinite(ref[j]))
         throw Error(ErrorKind::internal,

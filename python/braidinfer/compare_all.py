@@ -43,7 +43,7 @@ import sys
 import time
 
 from . import compare_rows
-from .compare_router import error_string
+from .compare_router import error_string, cuda_torch_missing
 from .compare_rows import COMPARISONS, SCHEMA_ALL
 
 MODULES = {"attention": "compare_attention", "decode": "compare_decode",
@@ -251,13 +251,9 @@ def main(argv=None):
                 braidinfer_rows(json.load(f), args.braidinfer_prefill_json)
     except (ValueError, OSError) as e:
         parser.error(str(e))
-    try:
-        import torch
-    except ImportError:
-        print("compare all: needs torch (with CUDA)", file=sys.stderr)
-        return 2
-    if not torch.cuda.is_available():
-        print("compare all: no CUDA device", file=sys.stderr)
+    missing = cuda_torch_missing("compare all")
+    if missing:
+        print(missing, file=sys.stderr)
         return 2
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     progress(f"{', '.join(names)}{' (quick)' if args.quick else ''} into {args.json}, "

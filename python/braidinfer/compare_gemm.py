@@ -23,7 +23,7 @@ import json
 import sys
 
 from . import ops
-from .compare_router import error_string
+from .compare_router import error_string, cuda_torch_missing
 
 MODEL = "llama-3-8b"
 PROJECTIONS = [("qkv", 6144, 4096), ("o_proj", 4096, 4096), ("gate_up", 28672, 4096),
@@ -162,13 +162,9 @@ def run(args):
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    try:
-        import torch
-    except ImportError:
-        print("compare gemm: needs torch (with CUDA)", file=sys.stderr)
-        return 2
-    if not torch.cuda.is_available():
-        print("compare gemm: no CUDA device", file=sys.stderr)
+    missing = cuda_torch_missing("compare gemm")
+    if missing:
+        print(missing, file=sys.stderr)
         return 2
     run(args)
     if args.json:

@@ -48,7 +48,7 @@ import random
 import sys
 
 from . import ops
-from .compare_router import error_string, summary
+from .compare_router import error_string, summary, cuda_torch_missing
 
 SEED001 = {"name": "seed001", "hidden": 4096, "inter": 11008, "experts": 32, "k": 2}
 QWEN3 = {"name": "qwen3", "hidden": 2048, "inter": 768, "experts": 128, "k": 8}
@@ -593,13 +593,9 @@ def main(argv=None):
         configs = select_configs(args.shape, args.tokens)
     except ValueError as e:
         parser.error(str(e))
-    try:
-        import torch
-    except ImportError:
-        print("compare moe: needs torch (with CUDA)", file=sys.stderr)
-        return 2
-    if not torch.cuda.is_available():
-        print("compare moe: no CUDA device", file=sys.stderr)
+    missing = cuda_torch_missing("compare moe")
+    if missing:
+        print(missing, file=sys.stderr)
         return 2
     run(args, configs)
     if args.json:

@@ -53,7 +53,7 @@ import sys
 
 from . import ops
 from . import compare_moe as cm
-from .compare_router import error_string
+from .compare_router import error_string, cuda_torch_missing
 
 BLOCK = 128
 E4M3_MAX = 448.0
@@ -563,13 +563,9 @@ def main(argv=None):
         configs = select_configs(args.shape, args.tokens)
     except ValueError as e:
         parser.error(str(e))
-    try:
-        import torch
-    except ImportError:
-        print("compare moe-fp8: needs torch (with CUDA)", file=sys.stderr)
-        return 2
-    if not torch.cuda.is_available():
-        print("compare moe-fp8: no CUDA device", file=sys.stderr)
+    missing = cuda_torch_missing("compare moe-fp8")
+    if missing:
+        print(missing, file=sys.stderr)
         return 2
     report = run(args, configs)
     if args.json:

@@ -170,6 +170,18 @@ def error_string(e):
     return f"{type(e).__name__}: {lines[0][:200] if lines else ''}"
 
 
+def cuda_torch_missing(what):
+    """Why comparison `what` cannot run here ("compare gemm: no CUDA device"), or None when torch
+    with a CUDA device is available."""
+    try:
+        import torch
+    except ImportError:
+        return f"{what}: needs torch (with CUDA)"
+    if not torch.cuda.is_available():
+        return f"{what}: no CUDA device"
+    return None
+
+
 def run_tokens(tokens):
     import torch
 
@@ -289,13 +301,9 @@ def run(args, tokens_list=TOKENS):
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    try:
-        import torch
-    except ImportError:
-        print("compare router: needs torch (with CUDA)", file=sys.stderr)
-        return 2
-    if not torch.cuda.is_available():
-        print("compare router: no CUDA device", file=sys.stderr)
+    missing = cuda_torch_missing("compare router")
+    if missing:
+        print(missing, file=sys.stderr)
         return 2
     run(args)
     if args.json:

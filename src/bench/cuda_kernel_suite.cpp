@@ -77,25 +77,6 @@ int64_t vector_offset(const Tensor& t, int64_t v) {
 
 }  // namespace
 
-OwnedTensor to_host(const Tensor& t) {
-  OwnedTensor host(t.dtype, shape_of(t), Device::cpu());
-  copy(t, host);
-  return host;
-}
-
-OwnedTensor host_rows(const Tensor& t, const std::vector<int64_t>& rows) {
-  std::vector<int64_t> shape = shape_of(t);
-  bool every = static_cast<int64_t>(rows.size()) == shape[0];
-  for (size_t i = 0; every && i < rows.size(); ++i) every = rows[i] == static_cast<int64_t>(i);
-  if (every) return to_host(t);
-  shape[0] = static_cast<int64_t>(rows.size());
-  OwnedTensor host(t.dtype, shape, Device::cpu());
-  for (size_t i = 0; i < rows.size(); ++i)
-    copy(t.slice(0, rows[i], rows[i] + 1),
-         host.view().slice(0, static_cast<int64_t>(i), static_cast<int64_t>(i) + 1));
-  return host;
-}
-
 OwnedTensor to_host_as(const Tensor& t, const std::vector<int64_t>& shape) {
   OwnedTensor host(t.dtype, shape, Device::cpu());
   if (host.view().numel() != t.numel())

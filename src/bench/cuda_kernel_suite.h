@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/host_copy.h"
 #include "bench/accuracy.h"
 #include "bench/kernel_suite.h"
 #include "bench/timer.h"
@@ -81,11 +82,7 @@ int case_sets(const KernelCase& c, const SuiteEnv& env, int max_sets = 1 << 16);
 
 // ---- host copies and the check ----------------------------------------------------------------
 
-// A host copy of a contiguous device tensor.
-OwnedTensor to_host(const Tensor& t);
-// Rows `rows` (indices into dim 0) of a contiguous device tensor, as a host tensor
-// [rows.size(), ...]; one copy when `rows` is every row in order.
-OwnedTensor host_rows(const Tensor& t, const std::vector<int64_t>& rows);
+// to_host and host_rows: bench/host_copy.h.
 // A host tensor of `shape` made from a device tensor's bytes (shape and dtype must give the same
 // size): views of the same memory with another shape.
 OwnedTensor to_host_as(const Tensor& t, const std::vector<int64_t>& shape);

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "bench/fp8_random.h"
+#include "bench/host_copy.h"
 #include "braid/error.h"
 #include "braid/ops.h"
 
@@ -15,25 +16,6 @@ namespace braid::bench {
 namespace {
 
 constexpr int64_t kBlock = ops::kFp8Block;
-
-std::vector<int64_t> dims_of(const Tensor& t) { return {t.shape, t.shape + t.ndim}; }
-
-// The whole tensor (contiguous) on the host.
-OwnedTensor host_copy(const Tensor& t) {
-  OwnedTensor h(t.dtype, dims_of(t), Device::cpu());
-  copy(t, h);
-  return h;
-}
-
-// Rows `rows` of a [T, ...] tensor, gathered into a contiguous host tensor.
-OwnedTensor host_rows(const Tensor& t, const std::vector<int64_t>& rows) {
-  std::vector<int64_t> shape = dims_of(t);
-  shape[0] = static_cast<int64_t>(rows.size());
-  OwnedTensor host(t.dtype, shape, Device::cpu());
-  for (size_t i = 0; i < rows.size(); ++i)
-    copy(t.slice(0, rows[i], rows[i] + 1), host.view().slice(0, int64_t(i), int64_t(i) + 1));
-  return host;
-}
 
 // Columns `cols` of a host [R, C] f32 tensor, as a contiguous [R, cols.size()] tensor.
 OwnedTensor host_columns(const Tensor& t, const std::vector<int64_t>& cols) {
@@ -193,7 +175,7 @@ std::vector<double> fp8_round_trip_row(const std::vector<float>& x) {
 // ---- seed003 ----
 
 DsHostWeights copy_ds_weights_to_host(const DsWeights& w) {
-  return {host_copy(w.w1), host_copy(w.w1_scale), host_copy(w.w2), host_copy(w.w2_scale)};
+  return {to_host(w.w1), to_host(w.w1_scale), to_host(w.w2), to_host(w.w2_scale)};
 }
 
 DsReference ds_reference(const DsModel& m, const DsInputs& in, const DsHostWeights& w, int samples,
@@ -204,8 +186,8 @@ DsReference ds_reference(const DsModel& m, const DsInputs& in, const DsHostWeigh
   const int64_t n = static_cast<int64_t>(ref.rows.size());
   ref.logits = host_rows(in.logits, ref.rows);
   ref.hidden = host_rows(in.hidden, ref.rows);
-  ref.hidden_scale = host_columns(host_copy(in.hidden_scale), ref.rows);
-  ref.bias = host_copy(in.bias);
+  ref.hidden_scale = host_columns(to_host(in.hidden_scale), ref.rows);
+  ref.bias = to_host(in.bias);
 
   // Routing: the CPU reference op of moe_route_grouped (the bits every backend must agree on).
   OwnedTensor weights(DType::f32, {n, k}, Device::cpu()), ids(DType::i32, {n, k}, Device::cpu());
@@ -263,7 +245,7 @@ Fp8DsCheck check_ds_case(const DsBuffers& b, const DsReference& ref) {
   check.match_cpu_op = cpu_match.count();
 
   // The pipeline of public ops against the op, every row.
-  const OwnedTensor pipeline = host_copy(b.out), op = host_copy(b.op_out);
+  const OwnedTensor pipeline = to_host(b.out), op = to_host(b.op_out);
   ErrorAccumulator pipe_acc;
   accumulate(pipeline, as_doubles(op), &pipe_acc, nullptr, nullptr);
   check.pipeline_vs_op = pipe_acc.summary();
@@ -273,8 +255,8 @@ Fp8DsCheck check_ds_case(const DsBuffers& b, const DsReference& ref) {
 // ---- seed001 in FP8 ----
 
 Fp8LayerHostWeights copy_fp8_layer_weights_to_host(const Fp8LayerWeights& w) {
-  return {host_copy(w.gate_up), host_copy(w.gate_up_scale), host_copy(w.down),
-          host_copy(w.down_scale)};
+  return {to_host(w.gate_up), to_host(w.gate_up_scale), to_host(w.down),
+          to_host(w.down_scale)};
 }
 
 Fp8LayerCheck check_fp8_layer(const MoeShape& s, const MoeHostWeights& bf16,

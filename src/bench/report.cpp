@@ -414,11 +414,7 @@ Report report_from_json(const nlohmann::json& j) {
 }
 
 void write_json(const Report& run, const std::string& path) {
-  std::ofstream f(path);
-  if (!f) throw Error(ErrorKind::io, "bench: cannot open '" + path + "' for writing");
-  f << to_json(run).dump(2) << "\n";
-  f.close();
-  if (!f) throw Error(ErrorKind::io, "bench: writing '" + path + "' failed");
+  write_text(to_json(run).dump(2) + "\n", path);
 }
 
 // ---- table ----
