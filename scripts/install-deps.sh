@@ -6,8 +6,8 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ make ccache pkg-config
   nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev
-  libpcre2-dev libutf8proc-dev
-  python3 python3-numpy python3-pytest python3-matplotlib
+  libpcre2-dev libutf8proc-dev libcpp-httplib-dev
+  python3 python3-numpy python3-pytest python3-matplotlib python3-jinja2
 )
 
 missing=()
