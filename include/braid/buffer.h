@@ -65,6 +65,9 @@ void deallocate(void* ptr);
 void empty_cache();            // cudaFree every cached block
 size_t bytes_in_use();
 size_t bytes_cached();
+// The device's free and total memory as the driver reports them (cudaMemGetInfo); cached blocks
+// count as used.
+void memory_info(int device, size_t* free_bytes, size_t* total_bytes);
 }  // namespace cuda_allocator
 
 }  // namespace braid

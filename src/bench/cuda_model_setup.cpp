@@ -121,7 +121,7 @@ StepBatch make_step_batch(const ModelUnderTest& m, int sequences, int past, int 
   const Tensor d = batch.storage.view();
   batch.inputs = model::StepInputs{d.slice(0, 0, T),           d.slice(0, T, 2 * T),
                                    d.slice(0, 2 * T, 3 * T),   d.slice(0, 3 * T + S, 3 * T + 2 * S + 1),
-                                   d.slice(0, 3 * T, 3 * T + S), decode};
+                                   d.slice(0, 3 * T, 3 * T + S), decode, Tensor{}, Tensor{}};
   batch.tokens = static_cast<int>(T);
   BRAID_CUDA_CHECK(cudaDeviceSynchronize());
   return batch;
@@ -175,7 +175,7 @@ std::vector<float> cpu_reference_logits(const ModelUnderTest& m, int past, int n
   const Tensor d = in.view();
   const model::StepInputs inputs{d.slice(0, 0, n), d.slice(0, n, 2 * n), d.slice(0, 2 * n, 3 * n),
                                  d.slice(0, 3 * n + 1, 3 * n + 3), d.slice(0, 3 * n, 3 * n + 1),
-                                 false};
+                                 false, Tensor{}, Tensor{}};
   OwnedTensor logits(DType::f32, {1, m.config.vocab_size}, cpu);
   model::forward(m.config, w, cache, ws, inputs, n, /*all_logits=*/false, logits.view());
   const float* p = logits.view().ptr<float>();

@@ -144,6 +144,7 @@ void deallocate(void*) {}
 void empty_cache() {}
 size_t bytes_in_use() { return 0; }
 size_t bytes_cached() { return 0; }
+void memory_info(int, size_t*, size_t*) { throw_no_cuda("cuda_allocator::memory_info"); }
 }  // namespace cuda_allocator
 
 DeviceGuard::DeviceGuard(Device) {}

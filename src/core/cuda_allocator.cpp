@@ -111,6 +111,11 @@ size_t bytes_cached() {
   return pool().cached;
 }
 
+void memory_info(int device, size_t* free_bytes, size_t* total_bytes) {
+  DeviceGuard guard(Device::cuda(device));
+  BRAID_CUDA_CHECK(cudaMemGetInfo(free_bytes, total_bytes));
+}
+
 }  // namespace cuda_allocator
 
 StreamOwner::StreamOwner() {

@@ -8,14 +8,15 @@
 
 namespace braid::engine {
 
-DecodeGraph::DecodeGraph(int input_count, int32_t* device_inputs, int32_t* device_token,
-                         std::function<void(Stream)> kernels)
+DecodeGraph::DecodeGraph(int input_count, int32_t* device_inputs, int token_count,
+                         int32_t* device_tokens, std::function<void(Stream)> kernels)
     : input_count_(input_count),
       device_inputs_(device_inputs),
-      device_token_(device_token),
+      token_count_(token_count),
+      device_tokens_(device_tokens),
       kernels_(std::move(kernels)) {
   BRAID_CUDA_CHECK(cudaHostAlloc(&host_inputs_, sizeof(int32_t) * input_count, cudaHostAllocDefault));
-  BRAID_CUDA_CHECK(cudaHostAlloc(&host_token_, sizeof(int32_t), cudaHostAllocDefault));
+  BRAID_CUDA_CHECK(cudaHostAlloc(&host_tokens_, sizeof(int32_t) * token_count, cudaHostAllocDefault));
   cudaStream_t s;
   BRAID_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   stream_ = s;
@@ -25,7 +26,7 @@ DecodeGraph::~DecodeGraph() {
   if (exec_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
   cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
   cudaFreeHost(host_inputs_);
-  cudaFreeHost(host_token_);
+  cudaFreeHost(host_tokens_);
 }
 
 void DecodeGraph::capture() {
@@ -36,7 +37,7 @@ void DecodeGraph::capture() {
     BRAID_CUDA_CHECK(cudaMemcpyAsync(device_inputs_, host_inputs_, sizeof(int32_t) * input_count_,
                                      cudaMemcpyHostToDevice, s));
     kernels_(Stream{s});
-    BRAID_CUDA_CHECK(cudaMemcpyAsync(host_token_, device_token_, sizeof(int32_t),
+    BRAID_CUDA_CHECK(cudaMemcpyAsync(host_tokens_, device_tokens_, sizeof(int32_t) * token_count_,
                                      cudaMemcpyDeviceToHost, s));
   } catch (...) {
     cudaStreamEndCapture(s, &graph);
@@ -52,12 +53,12 @@ void DecodeGraph::capture() {
   exec_ = exec;
 }
 
-int32_t DecodeGraph::run() {
+const int32_t* DecodeGraph::run() {
   if (!exec_) capture();
   auto s = static_cast<cudaStream_t>(stream_);
   BRAID_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), s));
   BRAID_CUDA_CHECK(cudaStreamSynchronize(s));
-  return *host_token_;
+  return host_tokens_;
 }
 
 }  // namespace braid::engine

@@ -11,18 +11,6 @@ namespace braid::engine {
 
 namespace {
 
-DType choose_dtype(const model::ModelConfig& c, const EngineOptions& o) {
-  if (o.dtype) return *o.dtype;
-  if (o.device.is_cpu()) return DType::f32;
-  return c.dtype == DType::f16 ? DType::f16 : DType::bf16;  // CUDA gemms take 16-bit inputs
-}
-
-int choose_context(const model::ModelConfig& c, const EngineOptions& o) {
-  if (o.max_context > 0) return o.max_context;
-  const int from_config = c.max_position_embeddings > 0 ? c.max_position_embeddings : 8192;
-  return std::min(from_config, 8192);
-}
-
 model::ModelConfig load_checked_config(const std::string& dir, const EngineOptions& o) {
   model::ModelConfig c = model::load_config(dir);
   if (o.page_size <= 0 || o.max_step_tokens <= 0)
@@ -32,12 +20,24 @@ model::ModelConfig load_checked_config(const std::string& dir, const EngineOptio
 
 }  // namespace
 
+DType default_dtype(const model::ModelConfig& c, Device device, std::optional<DType> asked) {
+  if (asked) return *asked;
+  if (device.is_cpu()) return DType::f32;
+  return c.dtype == DType::f16 ? DType::f16 : DType::bf16;  // CUDA gemms take 16-bit inputs
+}
+
+int default_context(const model::ModelConfig& c, int asked) {
+  if (asked > 0) return asked;
+  const int from_config = c.max_position_embeddings > 0 ? c.max_position_embeddings : 8192;
+  return std::min(from_config, 8192);
+}
+
 Engine::Engine(const std::string& dir, const EngineOptions& o)
     : options_(o),
       config_(load_checked_config(dir, o)),
       weights_(model::load_weights(config_, model::Checkpoint::open(dir), o.device,
-                                   choose_dtype(config_, o))),
-      cache_(config_, choose_context(config_, o), o.page_size, o.device, weights_.dtype),
+                                   default_dtype(config_, o.device, o.dtype))),
+      cache_(config_, default_context(config_, o.max_context), o.page_size, o.device, weights_.dtype),
       workspace_(config_, o.max_step_tokens, o.device, weights_.dtype,
                  int64_t{cache_.pages_per_seq} * cache_.page_size, o.moe_gemv_max_tokens) {
   const int T = o.max_step_tokens;
@@ -92,10 +92,11 @@ int32_t Engine::decode_greedy(int32_t token) {
   if (!decode_graph_) {
     const Tensor d = decode_inputs_.view();
     const model::StepInputs in{d.slice(0, 0, 1), d.slice(0, 1, 2), d.slice(0, 2, 3),
-                               d.slice(0, 3, 5), d.slice(0, 5, 6), /*decode=*/true};
+                               d.slice(0, 3, 5), d.slice(0, 5, 6), /*decode=*/true,
+                               Tensor{}, Tensor{}};
     const Tensor logits = logits_.view().slice(0, 0, 1);
     decode_graph_ = std::make_unique<DecodeGraph>(
-        6, d.ptr<int32_t>(), decode_token_.view().ptr<int32_t>(), [this, in, logits](Stream s) {
+        6, d.ptr<int32_t>(), 1, decode_token_.view().ptr<int32_t>(), [this, in, logits](Stream s) {
           model::forward(config_, weights_, cache_, workspace_, in, 1, false, logits, s, nullptr,
                          decode_token_.view());
         });
@@ -107,7 +108,7 @@ int32_t Engine::decode_greedy(int32_t token) {
   h[3] = 0;
   h[4] = 1;
   h[5] = position_ + 1;
-  const int32_t next = decode_graph_->run();
+  const int32_t next = decode_graph_->run()[0];
   ++position_;
   return next;
 }
@@ -132,7 +133,8 @@ void Engine::run_chunk(const int32_t* tokens, int n, bool all_logits, float* log
 
   const Tensor d = device_inputs_.view();
   model::StepInputs in{d.slice(0, 0, n), d.slice(0, T, T + n), d.slice(0, 2 * T, 2 * T + n),
-                       d.slice(0, 3 * T, 3 * T + 2), d.slice(0, 3 * T + 2, 3 * T + 3)};
+                       d.slice(0, 3 * T, 3 * T + 2), d.slice(0, 3 * T + 2, 3 * T + 3), false,
+                       Tensor{}, Tensor{}};
   const int rows = all_logits ? n : 1;
   const Tensor logits = logits_.view().slice(0, 0, rows);
   model::forward(config_, weights_, cache_, workspace_, in, n, all_logits, logits);

@@ -28,6 +28,13 @@ struct EngineOptions {
   int moe_gemv_max_tokens = model::kMoeGemvMaxTokens;
 };
 
+// The compute dtype when none is asked for: f32 on the CPU, the checkpoint's 16-bit type (bf16 for
+// fp32 checkpoints) on CUDA.
+DType default_dtype(const model::ModelConfig& config, Device device, std::optional<DType> asked);
+// The context when none is asked for (asked <= 0): the config's max_position_embeddings, at most
+// 8192.
+int default_context(const model::ModelConfig& config, int asked);
+
 class Engine {
  public:
   Engine(const std::string& model_dir, const EngineOptions& options);

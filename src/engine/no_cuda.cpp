@@ -6,11 +6,11 @@
 
 namespace braid::engine {
 
-DecodeGraph::DecodeGraph(int, int32_t*, int32_t*, std::function<void(Stream)>) {
+DecodeGraph::DecodeGraph(int, int32_t*, int, int32_t*, std::function<void(Stream)>) {
   throw Error(ErrorKind::unsupported, "decode graph: this build of braidinfer has no CUDA support");
 }
 DecodeGraph::~DecodeGraph() = default;
-int32_t DecodeGraph::run() { return 0; }
+const int32_t* DecodeGraph::run() { return nullptr; }
 
 }  // namespace braid::engine
 

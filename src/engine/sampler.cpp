@@ -2,70 +2,171 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
+#include <unordered_map>
 
 #include "braid/error.h"
 
 namespace braid::engine {
 
-void validate(const SamplingParams& p) {
-  if (!(p.temperature >= 0.0f) || !std::isfinite(p.temperature))
-    throw Error(ErrorKind::invalid_argument,
-                "sampling: temperature must be >= 0, got " + std::to_string(p.temperature));
-  if (p.top_k < 0)
-    throw Error(ErrorKind::invalid_argument, "sampling: top_k must be >= 0, got " + std::to_string(p.top_k));
-  if (!(p.top_p > 0.0f && p.top_p <= 1.0f))
-    throw Error(ErrorKind::invalid_argument,
-                "sampling: top_p must be in (0, 1], got " + std::to_string(p.top_p));
+namespace {
+
+void check(bool ok, const char* field, const std::string& expected, double got) {
+  if (!ok)
+    throw Error(ErrorKind::invalid_argument, std::string("sampling: ") + field + " must be " +
+                                                 expected + ", got " + std::to_string(got));
 }
 
-Sampler::Sampler(const SamplingParams& p) : params_(p), rng_(p.seed) { validate(p); }
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
 
-int32_t Sampler::next(std::span<const float> logits) {
+// A uniform double in [0, 1) from (seed, step) alone.
+double uniform(uint64_t seed, uint64_t step) {
+  const uint64_t bits = splitmix64(seed ^ splitmix64(step + 0x632be59bd9b4e019ull));
+  return static_cast<double>(bits >> 11) * 0x1.0p-53;
+}
+
+// Lowest index of the largest value (NaN never wins).
+int32_t argmax(std::span<const float> x) {
+  int32_t best = 0;
+  for (int32_t i = 1; i < static_cast<int32_t>(x.size()); ++i)
+    if (x[i] > x[best]) best = i;
+  return best;
+}
+
+void apply_penalties(std::vector<float>& l, const SamplingParams& p, const TokenHistory& h) {
+  const int32_t V = static_cast<int32_t>(l.size());
+  auto in_vocab = [V](int32_t t) { return t >= 0 && t < V; };
+  if (p.repetition_penalty != 1.0f) {
+    std::vector<bool> seen(l.size(), false);
+    for (int32_t t : h.prompt)
+      if (in_vocab(t)) seen[t] = true;
+    for (int32_t t : h.output)
+      if (in_vocab(t)) seen[t] = true;
+    for (int32_t t = 0; t < V; ++t)
+      if (seen[t]) l[t] = l[t] > 0 ? l[t] / p.repetition_penalty : l[t] * p.repetition_penalty;
+  }
+  if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
+    std::unordered_map<int32_t, int> counts;
+    for (int32_t t : h.output)
+      if (in_vocab(t)) ++counts[t];
+    for (const auto& [t, c] : counts)
+      l[t] -= p.frequency_penalty * static_cast<float>(c) + p.presence_penalty;
+  }
+}
+
+void fill_logprobs(std::span<const float> logits, int k, int32_t chosen, TokenLogprob* out) {
   const int32_t V = static_cast<int32_t>(logits.size());
-  if (params_.temperature == 0.0f) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < V; ++i)
-      if (logits[i] > logits[best]) best = i;
-    return best;
-  }
-  // Candidates by descending logit (ties: lower id first), cut to top_k.
-  candidates_.clear();
-  for (int32_t i = 0; i < V; ++i) candidates_.emplace_back(logits[i], i);
-  auto by_logit = [](const auto& a, const auto& b) {
-    return a.first > b.first || (a.first == b.first && a.second < b.second);
-  };
-  const size_t k = params_.top_k > 0 ? std::min<size_t>(params_.top_k, V) : V;
-  std::partial_sort(candidates_.begin(), candidates_.begin() + k, candidates_.end(), by_logit);
-  candidates_.resize(k);
-  // Softmax at the temperature, in double.
-  std::vector<double> p(k);
-  const double top = candidates_[0].first;
+  float top = -std::numeric_limits<float>::infinity();
+  for (float x : logits) top = std::max(top, x);
   double sum = 0;
-  for (size_t i = 0; i < k; ++i) {
-    p[i] = std::exp((candidates_[i].first - top) / params_.temperature);
-    sum += p[i];
+  for (float x : logits) sum += std::exp(static_cast<double>(x) - top);
+  const double log_z = top + std::log(sum);
+  auto lp = [&](int32_t t) { return static_cast<float>(logits[t] - log_z); };
+  out->token = chosen;
+  out->logprob = lp(chosen);
+  out->top.clear();
+  const int32_t kk = std::min(k, V);
+  if (kk == 0) return;
+  std::vector<int32_t> ids(static_cast<size_t>(V));
+  for (int32_t i = 0; i < V; ++i) ids[i] = i;
+  std::partial_sort(ids.begin(), ids.begin() + kk, ids.end(), [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  for (int32_t i = 0; i < kk; ++i) out->top.emplace_back(ids[i], lp(ids[i]));
+}
+
+}  // namespace
+
+void validate(const SamplingParams& p) {
+  check(p.temperature >= 0.0f && std::isfinite(p.temperature), "temperature", ">= 0", p.temperature);
+  check(p.top_k >= -1, "top_k", ">= -1 (0 or -1: no limit)", p.top_k);
+  check(p.top_p > 0.0f && p.top_p <= 1.0f, "top_p", "in (0, 1]", p.top_p);
+  check(p.min_p >= 0.0f && p.min_p <= 1.0f, "min_p", "in [0, 1]", p.min_p);
+  check(p.presence_penalty >= -2.0f && p.presence_penalty <= 2.0f, "presence_penalty",
+        "in [-2, 2]", p.presence_penalty);
+  check(p.frequency_penalty >= -2.0f && p.frequency_penalty <= 2.0f, "frequency_penalty",
+        "in [-2, 2]", p.frequency_penalty);
+  check(p.repetition_penalty > 0.0f && p.repetition_penalty <= 2.0f, "repetition_penalty",
+        "in (0, 2]", p.repetition_penalty);
+  check(p.logprobs >= -1 && p.logprobs <= 20, "logprobs", "in [0, 20] (or -1: none)", p.logprobs);
+}
+
+int32_t sample_token(std::span<const float> logits, const SamplingParams& p, uint64_t step,
+                     const TokenHistory& history, std::span<const int32_t> banned,
+                     TokenLogprob* logprobs) {
+  const int32_t V = static_cast<int32_t>(logits.size());
+  if (V == 0) throw Error(ErrorKind::invalid_argument, "sampling: empty logits");
+  std::span<const float> l = logits;
+  std::vector<float> work;
+  if (p.has_penalties() || !banned.empty()) {
+    work.assign(logits.begin(), logits.end());
+    apply_penalties(work, p, history);
+    for (int32_t t : banned)
+      if (t >= 0 && t < V) work[t] = -std::numeric_limits<float>::infinity();
+    l = work;
   }
-  // Nucleus: keep the shortest prefix whose mass reaches top_p.
-  size_t keep = k;
-  if (params_.top_p < 1.0f) {
-    double mass = 0;
-    for (size_t i = 0; i < k; ++i) {
-      mass += p[i] / sum;
-      if (mass >= params_.top_p) {
-        keep = i + 1;
-        break;
+
+  int32_t chosen = argmax(l);
+  if (!p.greedy()) {
+    // Candidates by descending logit (ties: lower id first), cut to top_k; sorted in full only
+    // when top_p needs the order.
+    std::vector<std::pair<float, int32_t>> c;
+    c.reserve(logits.size());
+    for (int32_t i = 0; i < V; ++i)
+      if (l[i] > -std::numeric_limits<float>::infinity()) c.emplace_back(l[i], i);
+    auto by_logit = [](const auto& a, const auto& b) {
+      return a.first > b.first || (a.first == b.first && a.second < b.second);
+    };
+    const size_t k = p.top_k > 0 ? std::min<size_t>(static_cast<size_t>(p.top_k), c.size()) : c.size();
+    if (k < c.size() || p.top_p < 1.0f) {
+      std::partial_sort(c.begin(), c.begin() + static_cast<ptrdiff_t>(k), c.end(), by_logit);
+      c.resize(k);
+    }
+    if (!c.empty()) {
+      // Probabilities at the temperature, relative to the most likely token (p = 1 there).
+      const double top = l[chosen];
+      std::vector<double> prob(c.size());
+      double mass = 0;
+      for (size_t i = 0; i < c.size(); ++i) {
+        prob[i] = std::exp((c[i].first - top) / p.temperature);
+        if (prob[i] < p.min_p) prob[i] = 0;  // min_p relative to the most likely token
+        mass += prob[i];
+      }
+      if (p.top_p < 1.0f) {  // c is sorted: keep the shortest prefix whose mass reaches top_p
+        double run = 0;
+        for (size_t i = 0; i < c.size(); ++i) {
+          run += prob[i];
+          if (run >= p.top_p * mass) {
+            for (size_t j = i + 1; j < c.size(); ++j) prob[j] = 0;
+            mass = run;
+            break;
+          }
+        }
+      }
+      if (mass > 0 && std::isfinite(mass)) {
+        // Inverse CDF; rounding can leave u past the end, which takes the last kept token.
+        double u = uniform(p.seed, step) * mass;
+        for (size_t i = 0; i < c.size(); ++i) {
+          if (prob[i] == 0) continue;
+          chosen = c[i].second;
+          if (u < prob[i]) break;
+          u -= prob[i];
+        }
       }
     }
   }
-  double kept = 0;
-  for (size_t i = 0; i < keep; ++i) kept += p[i];
-  double u = std::uniform_real_distribution<double>(0.0, kept)(rng_);
-  for (size_t i = 0; i < keep; ++i) {
-    if (u < p[i]) return candidates_[i].second;
-    u -= p[i];
-  }
-  return candidates_[keep - 1].second;
+  if (logprobs && p.logprobs >= 0) fill_logprobs(logits, p.logprobs, chosen, logprobs);
+  return chosen;
 }
+
+Sampler::Sampler(const SamplingParams& p) : params_(p) { validate(p); }
+
+int32_t Sampler::next(std::span<const float> logits) { return sample_token(logits, params_, step_++); }
 
 }  // namespace braid::engine

@@ -30,7 +30,7 @@ Tensor rows(const OwnedTensor& t, int64_t n) { return t.view().slice(0, 0, n); }
 }  // namespace
 
 Workspace::Workspace(const ModelConfig& c, int T, Device d, DType t, int64_t decode_kv_capacity,
-                     int moe_gemv_max_tokens_)
+                     int moe_gemv_max_tokens_, int decode_batch)
     : max_tokens(T), moe_gemv_max_tokens(moe_gemv_max_tokens_) {
   const int64_t H = c.hidden_size;
   const int64_t qkv_width = c.q_dim() + 2 * c.kv_dim();
@@ -75,7 +75,9 @@ Workspace::Workspace(const ModelConfig& c, int T, Device d, DType t, int64_t dec
   if (decode_kv_capacity > 0)
     decode_attention = OwnedTensor(
         DType::f32,
-        {ops::attention_decode_workspace_floats(T, c.num_heads, c.head_dim, decode_kv_capacity)}, d);
+        {ops::attention_decode_workspace_floats(decode_batch > 0 ? decode_batch : T, c.num_heads,
+                                                c.head_dim, decode_kv_capacity)},
+        d);
 }
 
 void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Workspace& ws,
@@ -98,6 +100,7 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
   attn_heads.strides[1] = hd;
   attn_heads.strides[2] = 1;
 
+  const Tensor page_table = in.page_table.data ? in.page_table : cache.page_table.view();
   ops::embedding(in.tokens, w.embed, residual, s);
   mark("embedding", -1);
   for (int l = 0; l < c.num_layers; ++l) {
@@ -114,7 +117,7 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
     ops::qk_norm_rope_kv_append(q, k, v, lw.q_norm, lw.k_norm, eps, in.positions, c.rope,
                                 in.slots, k_pages, v_pages, s);
     mark("qk_rope_kv", l);
-    const ops::PagedKV kv{k_pages, v_pages, cache.page_table.view(), in.kv_lens};
+    const ops::PagedKV kv{k_pages, v_pages, page_table, in.kv_lens};
     if (in.decode && ws.decode_attention.view().ndim != 0)
       ops::attention_decode(q, kv, scale, attn_heads, Tensor{}, ws.decode_attention.view(), s);
     else
@@ -161,8 +164,16 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
       mark("moe_experts", l);
     }
   }
-  const Tensor head_in = all_logits ? residual : residual.slice(0, n - 1, n);
-  const Tensor head_normed = all_logits ? normed : normed.slice(0, n - 1, n);
+  // The LM head's rows: the listed ones (gathered into proj, free by now: embedding is a row
+  // gather), every row, or the last.
+  Tensor head_in = all_logits ? residual : residual.slice(0, n - 1, n);
+  Tensor head_normed = all_logits ? normed : normed.slice(0, n - 1, n);
+  if (in.logit_rows.data) {
+    const int64_t m = in.logit_rows.shape[0];
+    head_in = proj.slice(0, 0, m);
+    head_normed = normed.slice(0, 0, m);
+    ops::embedding(in.logit_rows, residual, head_in, s);
+  }
   if (greedy_ids.data)
     ops::rms_norm_gemm_argmax(head_in, w.final_norm, eps, w.lm_head, greedy_ids, logits,
                               head_normed, s);

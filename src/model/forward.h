@@ -20,8 +20,10 @@ inline constexpr int kMoeGemvMaxTokens = 16;
 // (the KV cache's tokens per sequence, pages included) it also holds the split-KV decode
 // attention's scratch for up to max_tokens sequences.
 struct Workspace {
+  // decode_batch: the most sequences a decode step holds (0: max_tokens).
   Workspace(const ModelConfig& config, int max_tokens, Device device, DType dtype,
-            int64_t decode_kv_capacity = 0, int moe_gemv_max_tokens = kMoeGemvMaxTokens);
+            int64_t decode_kv_capacity = 0, int moe_gemv_max_tokens = kMoeGemvMaxTokens,
+            int decode_batch = 0);
   int max_tokens;
   int moe_gemv_max_tokens;
   OwnedTensor residual, normed, qkv, attn, proj, mlp, act;  // [T, ...] in the model dtype
@@ -44,9 +46,15 @@ struct StepInputs {
   Tensor slots;         // [n] i32: cache slot of each token
   Tensor cu_seqlens_q;  // [2] i32: {0, n}
   Tensor kv_lens;       // [1] i32: start + n
-  // Every sequence of the cache's page table adds exactly one token (n == sequences): attention
-  // then runs as attention_decode (split-KV) when the workspace has its scratch.
+  // Every sequence of the page table adds exactly one token (n == sequences): attention then
+  // runs as attention_decode (split-KV) when the workspace has its scratch.
   bool decode = false;
+  // [sequences, pages per sequence] i32: the step's own page table (a serving engine's sequences
+  // take pages from one pool); undefined: the cache's.
+  Tensor page_table;
+  // [m] i32: the rows (token indices of this step) whose logits are wanted, e.g. the last token of
+  // each sequence that samples; undefined: the last token, or every token with all_logits.
+  Tensor logit_rows;
 };
 
 // Called after each component of the forward pass has been enqueued, with its name ("qkv",
@@ -54,9 +62,10 @@ struct StepInputs {
 using ForwardProbe = std::function<void(const char* component, int layer)>;
 
 // Runs the model on `in`, appends the new tokens' K/V to `cache`, and writes fp32 logits:
-// for the last token only ([1, vocab]) or, with all_logits, for every token ([n, vocab]).
-// With greedy_ids ([1] or [n] i32/i64, one per logits row) it writes the greedy tokens there
-// instead, through the fused norm + LM head + argmax, and logits is only scratch.
+// for the last token only ([1, vocab]), with all_logits for every token ([n, vocab]), or with
+// in.logit_rows for the rows it lists ([m, vocab]). With greedy_ids ([1], [n] or [m] i32/i64, one
+// per logits row) it writes the greedy tokens there instead, through the fused norm + LM head +
+// argmax, and logits is only scratch.
 void forward(const ModelConfig& config, const Weights& weights, engine::KVCache& cache,
              Workspace& ws, const StepInputs& in, int n, bool all_logits, const Tensor& logits,
              Stream stream = {}, const ForwardProbe* probe = nullptr,

@@ -1,0 +1,102 @@
+// The serving engine: many requests share one model, one KV page pool and one step loop.
+//
+//   add_request -> Scheduler (continuous batching, chunked prefill, preemption) -> BlockManager
+//   (paged KV pool, prefix cache) -> ModelRunner (forward, CUDA graphs) -> sampling -> TextStream
+//   (detokenize, stop strings) -> SequenceOutput
+//
+// Not thread-safe: one thread calls step() (engine_loop.h puts it behind queues for a server).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/block_manager.h"
+#include "engine/metrics.h"
+#include "engine/model_runner.h"
+#include "engine/request.h"
+#include "engine/scheduler.h"
+#include "engine/text_stream.h"
+#include "model/config.h"
+#include "model/weights.h"
+#include "tokenizer/tokenizer.h"
+
+namespace braid::engine {
+
+struct EngineConfig {
+  Device device = Device::cpu();
+  std::optional<DType> dtype;   // default: f32 on the CPU, the checkpoint's 16-bit type on CUDA
+  int max_model_len = 0;        // 0: the config's max_position_embeddings, at most 8192
+  int page_size = 16;
+  int max_num_seqs = 256;
+  int max_num_batched_tokens = 2048;
+  // KV pool: num_kv_pages if > 0; else on CUDA this fraction of the memory free once weights and
+  // workspace are in place; on the CPU enough for max_num_seqs full contexts, at most 1 GiB.
+  double gpu_memory_utilization = 0.9;
+  int num_kv_pages = 0;
+  bool enable_prefix_caching = true;
+  bool cuda_graphs = true;
+  bool warm_up = true;          // CUDA: eager steps and graph capture at start-up
+  int moe_gemv_max_tokens = model::kMoeGemvMaxTokens;
+};
+
+class LLMEngine {
+ public:
+  // Loads config, weights and (when the folder has one) tokenizer.json. Throws braid::Error.
+  LLMEngine(const std::string& model_dir, const EngineConfig& config);
+  ~LLMEngine();
+
+  // Queues a request. Throws ErrorKind::invalid_argument for a bad one (empty prompt, a token
+  // outside the vocabulary, prompt + max_tokens past the context, a duplicate id, stop strings
+  // without a tokenizer, bad sampling parameters); nothing is queued then.
+  void add_request(const Request& request);
+  // The checks of add_request that need no engine state (all but the id's uniqueness): safe to
+  // call from any thread while another runs step().
+  void check(const Request& request) const;
+  // Ends a live request at once (its pages return to the pool); false if it is not live. Its
+  // final output (finish = abort) comes from the next step().
+  bool abort_request(const std::string& request_id);
+
+  // One scheduler step: runs the model on the planned tokens and returns the new output of every
+  // sequence that produced some or finished.
+  std::vector<SequenceOutput> step();
+  bool has_unfinished() const { return !live_.empty() || !aborted_.empty(); }
+
+  const model::ModelConfig& model_config() const { return model_config_; }
+  const tokenizer::Tokenizer* tokenizer() const { return tokenizer_.get(); }
+  int max_model_len() const { return max_model_len_; }
+  int num_kv_pages() const { return blocks_->total_pages(); }
+  Device device() const { return weights_.device; }
+  DType dtype() const { return weights_.dtype; }
+  size_t weight_bytes() const { return weights_.bytes; }
+  const Metrics& metrics() const { return metrics_; }
+  const BlockManager& blocks() const { return *blocks_; }
+  const Scheduler& scheduler() const { return *scheduler_; }
+  ModelRunner& runner() { return *runner_; }
+
+ private:
+  struct Live;  // a sequence and its text stream
+  // Appends the sampled token to a sequence and decides whether it is done.
+  void accept_token(Live& live, int32_t token, const TokenLogprob* logprob, Clock::time_point now);
+  SequenceOutput take_output(Live& live);
+  void finish(Live& live, FinishReason reason, Clock::time_point now);
+
+  model::ModelConfig model_config_;
+  model::Weights weights_;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  int max_model_len_ = 0;
+  std::unique_ptr<BlockManager> blocks_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<ModelRunner> runner_;
+  std::vector<int32_t> eos_ids_;
+  std::map<uint64_t, std::unique_ptr<Live>> live_;  // by sequence id, in arrival order
+  std::vector<std::unique_ptr<Live>> aborted_;      // to report from the next step
+  uint64_t next_seq_id_ = 1;
+  std::mt19937_64 seed_rng_;
+  Metrics metrics_;
+};
+
+}  // namespace braid::engine

@@ -1,0 +1,90 @@
+// Runs a scheduler step on the device: packs the step's ragged batch (tokens, positions, cache
+// slots, per-sequence lengths, page tables, the rows to sample) into one upload, runs the forward
+// pass, and brings back either the greedy tokens or the logits of the rows that sample.
+//
+// Decode-only steps whose rows all decode greedily run as CUDA graphs captured at start-up for a
+// ladder of batch sizes, the batch padded to the next size (padded rows read and write the
+// reserved scratch page 0). Every other step runs eagerly.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "braid/buffer.h"
+#include "engine/decode_graph.h"
+#include "engine/kv_cache.h"
+#include "engine/scheduler.h"
+#include "model/config.h"
+#include "model/forward.h"
+#include "model/weights.h"
+
+namespace braid::engine {
+
+struct RunnerConfig {
+  int page_size = 16;
+  // KV pool size, page 0 included (reserved as scratch); 0 on CUDA: gpu_memory_utilization of the
+  // memory free once the workspace is allocated.
+  int num_pages = 0;
+  double gpu_memory_utilization = 0.9;
+  int max_num_seqs = 256;
+  int max_num_batched_tokens = 2048;
+  int max_model_len = 0;
+  bool cuda_graphs = true;
+  int moe_gemv_max_tokens = model::kMoeGemvMaxTokens;
+};
+
+// What a step gives back for its sampling rows (the scheduled sequences whose chunk ends at
+// their last token, in plan order).
+struct StepResult {
+  int rows = 0;
+  std::vector<int32_t> greedy;  // [rows] when the step was run for greedy tokens only
+  const float* logits = nullptr;  // [rows, vocab] on the host otherwise
+  bool graph = false;           // replayed from a captured CUDA graph
+};
+
+class ModelRunner {
+ public:
+  ModelRunner(const model::ModelConfig& config, const model::Weights& weights,
+              const RunnerConfig& config_runner);
+
+  // Bytes one KV page takes on the device (all layers, K and V).
+  static size_t page_bytes(const model::ModelConfig& config, int page_size, DType dtype);
+
+  // Runs the plan's tokens. With greedy_only, only the argmax of each sampling row is wanted.
+  StepResult run(const StepPlan& plan, bool greedy_only);
+
+  // Start-up work, so the first request pays none of it: one eager step of each kind (lazy module
+  // loading, GEMM plans) and the decode graphs' capture.
+  void warm_up();
+
+  int graph_batch_for(int batch) const;  // the ladder size a decode batch pads to (0: none)
+  const std::vector<int>& graph_sizes() const { return graph_sizes_; }
+  int vocab() const { return config_.vocab_size; }
+  int num_pages() const { return num_pages_; }
+  int pages_per_seq() const { return pages_per_seq_; }
+
+ private:
+  struct Layout;  // where each input sits in the packed upload
+  Layout layout(int tokens, int seqs, int rows) const;
+  // Fills `h` (host, Layout's size) for the plan, padded to `seqs` sequences when larger.
+  void pack(const StepPlan& plan, const Layout& l, int padded_seqs, int32_t* h) const;
+  model::StepInputs inputs_at(const Tensor& device, const Layout& l, bool decode) const;
+  StepResult run_graph(const StepPlan& plan, int padded);
+
+  const model::ModelConfig& config_;
+  const model::Weights& weights_;
+  RunnerConfig rc_;
+  int pages_per_seq_ = 0;
+  bool cuda_ = false;
+  model::Workspace workspace_;
+  OwnedTensor host_inputs_, device_inputs_;
+  OwnedTensor logits_, host_logits_, greedy_ids_;
+  int num_pages_ = 0;
+  std::unique_ptr<KVCache> cache_;  // allocated last: on CUDA it takes what memory is left
+  std::vector<int> graph_sizes_;
+  std::map<int, std::unique_ptr<DecodeGraph>> graphs_;
+  std::vector<OwnedTensor> graph_inputs_;
+};
+
+}  // namespace braid::engine
