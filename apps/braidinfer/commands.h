@@ -5,6 +5,9 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <string>
+
+#include "braid/tensor.h"
 
 namespace braid::cli {
 
@@ -12,6 +15,9 @@ void add_info_command(CLI::App& app, int& exit_code);
 void add_bench_commands(CLI::App& app, int& exit_code);
 void add_generate_command(CLI::App& app, int& exit_code);
 void add_profile_command(CLI::App& app, int& exit_code);
+void add_serve_command(CLI::App& app, int& exit_code);
+// --device cpu | cuda | auto; errors name the command.
+Device device_from_option(const std::string& name, const char* command);
 // Makes `run` the callback of `cmd`, a command that needs the GPU: in a build without CUDA it
 // prints "<name>: this build has no CUDA support" and exits with 2 instead.
 void set_cuda_callback(CLI::App* cmd, const char* name, int& exit_code, std::function<int()> run);

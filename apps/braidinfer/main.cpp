@@ -1,4 +1,4 @@
-// braidinfer command line: generate, info, bench (and, later, profile).
+// braidinfer command line: generate, serve, info, bench, profile.
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   braid::cli::add_bench_commands(app, exit_code);
   braid::cli::add_generate_command(app, exit_code);
   braid::cli::add_profile_command(app, exit_code);
+  braid::cli::add_serve_command(app, exit_code);
   try {
     app.parse(argc, argv);  // runs the chosen subcommand's callback
   } catch (const CLI::ParseError& e) {

@@ -62,6 +62,7 @@ class EngineLoop {
   // Empty while healthy; the error that stopped the engine otherwise.
   std::string fatal_error() const;
   int in_flight() const { return in_flight_.load(); }
+  int capacity() const { return capacity_; }  // requests it holds at most
 
  private:
   void run();

@@ -224,7 +224,10 @@ std::vector<SequenceOutput> LLMEngine::step() {
   aborted_.clear();
 
   StepPlan plan = scheduler_->schedule();
-  if (plan.empty()) return outputs;
+  if (plan.empty()) {
+    publish_gauges(/*ran=*/false, /*graph=*/false);  // aborts may have freed pages
+    return outputs;
+  }
   const Clock::time_point start = Clock::now();
   bool greedy_only = true;
   for (const ScheduledSequence& s : plan.seqs) {
@@ -281,10 +284,14 @@ std::vector<SequenceOutput> LLMEngine::step() {
   for (Live* live : touched) outputs.push_back(take_output(*live));
   for (Live* live : touched)
     if (live->seq.finished()) live_.erase(live->seq.id);
+  publish_gauges(/*ran=*/true, result.graph);
+  return outputs;
+}
+
+void LLMEngine::publish_gauges(bool ran, bool graph) {
   metrics_.on_step(scheduler_->num_running(), scheduler_->num_waiting(), blocks_->used_pages(),
                    blocks_->total_pages(), blocks_->prefix_queried_tokens(),
-                   blocks_->prefix_hit_tokens(), scheduler_->preemptions(), result.graph);
-  return outputs;
+                   blocks_->prefix_hit_tokens(), scheduler_->preemptions(), ran, graph);
 }
 
 const char* finish_reason_name(FinishReason r) {

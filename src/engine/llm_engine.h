@@ -83,6 +83,7 @@ class LLMEngine {
   void accept_token(Live& live, int32_t token, const TokenLogprob* logprob, Clock::time_point now);
   SequenceOutput take_output(Live& live);
   void finish(Live& live, FinishReason reason, Clock::time_point now);
+  void publish_gauges(bool ran, bool graph);
 
   model::ModelConfig model_config_;
   model::Weights weights_;

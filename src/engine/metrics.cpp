@@ -65,14 +65,14 @@ MetricsSnapshot::MetricsSnapshot()
     : ttft(ttft_buckets()), inter_token(itl_buckets()), e2e(e2e_buckets()), queue(e2e_buckets()) {}
 
 void Metrics::on_step(int running, int waiting, int used, int total, int64_t queried, int64_t hit,
-                      int64_t preemptions, bool graph) {
+                      int64_t preemptions, bool ran, bool graph) {
   std::lock_guard lock(mutex_);
   m_.running = running, m_.waiting = waiting;
   m_.kv_pages_used = used, m_.kv_pages_total = total;
   m_.prefix_queried_tokens = queried, m_.prefix_hit_tokens = hit;
   m_.preemptions = preemptions;
-  ++m_.steps;
-  if (graph) ++m_.graph_steps;
+  if (ran) ++m_.steps;
+  if (ran && graph) ++m_.graph_steps;
 }
 
 void Metrics::on_tokens(int64_t prompt, int64_t generated) {

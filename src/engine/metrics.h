@@ -31,8 +31,9 @@ struct MetricsSnapshot {
 
 class Metrics {
  public:
+  // The gauges after a step; `ran`: the step ran the model (counted), `graph`: from a CUDA graph.
   void on_step(int running, int waiting, int used_pages, int total_pages, int64_t queried,
-               int64_t hit, int64_t preemptions, bool graph);
+               int64_t hit, int64_t preemptions, bool ran, bool graph);
   void on_tokens(int64_t prompt, int64_t generated);
   void on_first_token(double ttft_s, double queue_s);
   void on_token_gap(double seconds);
