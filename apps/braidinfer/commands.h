@@ -33,5 +33,6 @@ void add_bench_moe_fp8_command(CLI::App* bench, int& exit_code);
 void add_bench_kernels_command(CLI::App* bench, int& exit_code);
 void add_bench_prefill_command(CLI::App* bench, int& exit_code);
 void add_bench_all_command(CLI::App* bench, int& exit_code);
+void add_bench_throughput_command(CLI::App* bench, int& exit_code);
 
 }  // namespace braid::cli

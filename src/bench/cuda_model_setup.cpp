@@ -9,6 +9,7 @@
 
 #include "bench/kernels.h"
 #include "bench/model_setup.h"
+#include "bench/random_weights.h"
 #include "braid/dtype.h"
 #include "braid/error.h"
 #include "core/cuda_check.h"
@@ -16,24 +17,6 @@
 
 namespace braid::bench {
 
-namespace {
-
-// Random weights: small uniform values (norm weights near 1) so activations stay finite. Each
-// tensor's name and place are kept for the CPU reference.
-model::Weights random_weights(const model::ModelConfig& c, Device device, DType dtype,
-                              std::vector<std::pair<std::string, Tensor>>* named) {
-  uint64_t seed = 1;
-  return model::build_weights(c, device, dtype,
-                              [&](const std::string& name, const std::vector<int64_t>&,
-                                  const Tensor& dst) {
-                                const bool norm = name.find("norm") != std::string::npos;
-                                fill_uniform(dst, seed++, norm ? 0.9f : -0.03f, norm ? 1.1f : 0.03f,
-                                             {});
-                                named->emplace_back(name, dst);
-                              });
-}
-
-}  // namespace
 
 std::unique_ptr<ModelUnderTest> setup_model(const ModelSetupOptions& o) {
   if (!cuda_available())

@@ -42,20 +42,33 @@ LLMEngine::LLMEngine(const std::string& dir, const EngineConfig& e)
       weights_(model::load_weights(model_config_, model::Checkpoint::open(dir), e.device,
                                    default_dtype(model_config_, e.device, e.dtype))),
       seed_rng_(std::random_device{}()) {
+  if (std::filesystem::exists(std::filesystem::path(dir) / "tokenizer.json"))
+    tokenizer_ = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::from_dir(dir));
+  start(e);
+}
+
+LLMEngine::LLMEngine(model::ModelConfig model_config, model::Weights weights,
+                     const EngineConfig& e, std::unique_ptr<tokenizer::Tokenizer> tokenizer)
+    : model_config_(std::move(model_config)),
+      weights_(std::move(weights)),
+      tokenizer_(std::move(tokenizer)),
+      seed_rng_(std::random_device{}()) {
+  start(e);
+}
+
+void LLMEngine::start(const EngineConfig& e) {
   if (e.page_size <= 0 || e.max_num_seqs <= 0 || e.max_num_batched_tokens <= 0)
     bad_request("engine: page_size, max_num_seqs and max_num_batched_tokens must be positive");
   if (!(e.gpu_memory_utilization > 0 && e.gpu_memory_utilization <= 1))
     bad_request("engine: gpu_memory_utilization must be in (0, 1]");
   max_model_len_ = default_context(model_config_, e.max_model_len);
-  if (std::filesystem::exists(std::filesystem::path(dir) / "tokenizer.json"))
-    tokenizer_ = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::from_dir(dir));
   eos_ids_.assign(model_config_.eos_token_ids.begin(), model_config_.eos_token_ids.end());
 
   RunnerConfig rc;
   rc.page_size = e.page_size;
-  rc.num_pages = e.num_kv_pages > 0 ? e.num_kv_pages + 1
-                 : e.device.is_cpu() ? cpu_pages(model_config_, e, max_model_len_, weights_.dtype)
-                                     : 0;
+  rc.num_pages = e.num_kv_pages > 0           ? e.num_kv_pages + 1
+                 : weights_.device.is_cpu() ? cpu_pages(model_config_, e, max_model_len_, weights_.dtype)
+                                            : 0;
   rc.gpu_memory_utilization = e.gpu_memory_utilization;
   rc.max_num_seqs = e.max_num_seqs;
   rc.max_num_batched_tokens = e.max_num_batched_tokens;
@@ -67,7 +80,7 @@ LLMEngine::LLMEngine(const std::string& dir, const EngineConfig& e)
                                            e.enable_prefix_caching, /*reserved_pages=*/1);
   scheduler_ = std::make_unique<Scheduler>(
       SchedulerConfig{e.max_num_seqs, e.max_num_batched_tokens}, *blocks_);
-  if (e.device.is_cuda() && e.warm_up) runner_->warm_up();
+  if (weights_.device.is_cuda() && e.warm_up) runner_->warm_up();
 }
 
 LLMEngine::~LLMEngine() = default;
@@ -223,14 +236,19 @@ std::vector<SequenceOutput> LLMEngine::step() {
   for (auto& live : aborted_) outputs.push_back(take_output(*live));
   aborted_.clear();
 
+  const Clock::time_point start = Clock::now();
+  last_step_ = {};
   StepPlan plan = scheduler_->schedule();
   if (plan.empty()) {
     publish_gauges(/*ran=*/false, /*graph=*/false);  // aborts may have freed pages
     return outputs;
   }
-  const Clock::time_point start = Clock::now();
   bool greedy_only = true;
   for (const ScheduledSequence& s : plan.seqs) {
+    const double n = s.num_tokens, kv = s.start + s.num_tokens;
+    last_step_.kv_tokens += static_cast<int64_t>(kv);
+    last_step_.attention_pairs += n * s.start + n * (n + 1) / 2;
+    last_step_.decode_seqs += s.num_tokens == 1 ? 1 : 0;
     if (s.seq->first_scheduled == Clock::time_point{}) s.seq->first_scheduled = start;
     const SamplingParams& p = s.seq->sampling;
     if (s.samples() && (!p.greedy() || p.has_penalties() || p.logprobs >= 0 ||
@@ -285,6 +303,11 @@ std::vector<SequenceOutput> LLMEngine::step() {
   for (Live* live : touched)
     if (live->seq.finished()) live_.erase(live->seq.id);
   publish_gauges(/*ran=*/true, result.graph);
+  last_step_.ran = true;
+  last_step_.graph = result.graph;
+  last_step_.seqs = static_cast<int>(plan.seqs.size());
+  last_step_.tokens = plan.num_tokens;
+  last_step_.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return outputs;
 }
 

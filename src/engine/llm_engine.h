@@ -43,10 +43,26 @@ struct EngineConfig {
   int moe_gemv_max_tokens = model::kMoeGemvMaxTokens;
 };
 
+// What the last step() ran, for benchmarks that model a step's time from its work.
+struct StepInfo {
+  bool ran = false;     // the model ran (false: nothing was scheduled)
+  bool graph = false;   // replayed from a CUDA graph
+  int seqs = 0;         // sequences in the step
+  int tokens = 0;       // tokens run: prompt chunks and decode tokens
+  int decode_seqs = 0;  // sequences that ran one token
+  int64_t kv_tokens = 0;         // keys the step's attention reads (sum of the kv lengths)
+  double attention_pairs = 0;    // (query, key) pairs under the causal mask
+  double seconds = 0;   // wall time of step(), sampling and bookkeeping included
+};
+
 class LLMEngine {
  public:
   // Loads config, weights and (when the folder has one) tokenizer.json. Throws braid::Error.
   LLMEngine(const std::string& model_dir, const EngineConfig& config);
+  // A model already in memory (random weights for benchmarks, say), with an optional tokenizer.
+  // The weights' device and dtype win over config.device and config.dtype.
+  LLMEngine(model::ModelConfig model_config, model::Weights weights, const EngineConfig& config,
+            std::unique_ptr<tokenizer::Tokenizer> tokenizer = nullptr);
   ~LLMEngine();
 
   // Queues a request. Throws ErrorKind::invalid_argument for a bad one (empty prompt, a token
@@ -76,6 +92,7 @@ class LLMEngine {
   const BlockManager& blocks() const { return *blocks_; }
   const Scheduler& scheduler() const { return *scheduler_; }
   ModelRunner& runner() { return *runner_; }
+  const StepInfo& last_step() const { return last_step_; }
 
  private:
   struct Live;  // a sequence and its text stream
@@ -84,6 +101,7 @@ class LLMEngine {
   SequenceOutput take_output(Live& live);
   void finish(Live& live, FinishReason reason, Clock::time_point now);
   void publish_gauges(bool ran, bool graph);
+  void start(const EngineConfig& config);  // everything after weights and tokenizer
 
   model::ModelConfig model_config_;
   model::Weights weights_;
@@ -98,6 +116,7 @@ class LLMEngine {
   uint64_t next_seq_id_ = 1;
   std::mt19937_64 seed_rng_;
   Metrics metrics_;
+  StepInfo last_step_;
 };
 
 }  // namespace braid::engine

@@ -1,0 +1,20 @@
+// Random weights of a model shape, for benchmarks that need no checkpoint: small uniform values
+// (norm weights near 1) so that activations stay finite through any number of layers.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace braid::bench {
+
+// On a CUDA device the values are drawn by a kernel; on the CPU by the host. With `named`, each
+// Hugging Face tensor name and where its values live (views into the weights) are recorded, so
+// that a CPU reference can be built from the same values.
+model::Weights random_weights(const model::ModelConfig& config, Device device, DType dtype,
+                              std::vector<std::pair<std::string, Tensor>>* named = nullptr);
+
+}  // namespace braid::bench
