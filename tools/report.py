@@ -10,6 +10,9 @@ writes DIR/report.md and DIR/figures/*.png (linked relatively). RESULTS may mix:
     rates are read too: what is missing is computed the way report.cpp computes it and marked).
     Extra top-level sections are ignored, except an older attention run's "validation" list, whose
     error figures are attached to the rows with the same params.
+  * serving benchmarks: `braidinfer bench serve --json`'s ({"schema": "braidinfer.bench.serve/1",
+    "parameters", "results", "metrics": {"ttft_ms" | "tpot_ms" | "itl_ms" | "e2e_ms": {count,
+    mean, median, std, min, max, "p90", ...}}, "errors"}), shown as tables (no figures).
   * compare JSONs: `python -m braidinfer.compare all`'s ({"schema": "braidinfer.compare.all/1"})
     and any single module's (attention, decode, router, moe, moe-fp8, gemm, prefill), read through
     braidinfer/compare_rows.py.
@@ -160,6 +163,8 @@ def facts(src):
                   "PyTorch": e.get("torch"), "transformers": e.get("transformers"),
                   "triton": e.get("triton"), "braidinfer library": e.get("braidinfer_version"),
                   "git commit": e.get("git_commit"), "date (UTC)": e.get("date")})
+    elif src["kind"] == "serve":  # a network client: the server's GPU is not in its file
+        f.update({"git commit": src["git_commit"], "date (UTC)": src["date"]})
     elif src["kind"] == "profile":
         f.update(_device_facts(src["device"] or {}))
         f.update({"GPU": src["gpu"], "git commit": src["git_commit"], "date (UTC)": src["date"]})
@@ -194,8 +199,11 @@ def section_inputs(doc, inputs, skipped):
     for src in inputs:
         what = {"bench": lambda s: f"bench run, suite '{s['suite']}'",
                 "compare": lambda s: f"compare ({s['comparison']})",
+                "serve": lambda s: "bench serve, model "
+                                   f"'{s['parameters'].get('model') or '?'}'",
                 "profile": lambda s: "profile"}[src["kind"]](src)
-        rows.append([base(src["path"]), what, len(src.get("rows") or src.get("kernels") or [])])
+        rows.append([base(src["path"]), what,
+                     len(src.get("rows") or src.get("kernels") or src.get("metrics") or [])])
     rows += [[base(s["path"]), f"skipped: {s['reason']}", "-"] for s in skipped]
     doc.add(*table(["file", "read as", "rows"], rows), "")
 
@@ -355,6 +363,62 @@ def section_speedups(doc, compares):
                         "")
             doc.add(*table(["case", "peer", "peer us", "vs", "braidinfer us", "speed-up", "note"],
                            _speedup_table(rows)), "")
+
+
+def _serve_number(v, digits=2):
+    if v is None:
+        return "-"
+    return f"{v:.0f}" if float(v).is_integer() and digits == 0 else f"{v:.{digits}f}"
+
+
+SERVE_METRICS = [("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("itl_ms", "ITL"),
+                 ("e2e_ms", "E2E latency")]
+
+
+def section_serving(doc, serves):
+    doc.add("## Serving benchmarks", "")
+    if not serves:
+        doc.add(f"Serving benchmarks: {NOT_HERE} (no `braidinfer bench serve` JSON given).", "")
+        return
+    doc.add("`braidinfer bench serve` against an OpenAI-compatible server, measured as `vllm bench "
+            "serve` measures: throughputs over the run's duration, counting completed requests; "
+            "latencies in ms (TTFT to the first generated text, TPOT = (E2E - TTFT) / (output "
+            "tokens - 1), ITL between generated-text events).", "")
+    rows = []
+    for s in serves:
+        p, r = s["parameters"], s["results"]
+        rate = p.get("request_rate")
+        rows.append([base(s["path"]), p.get("model") or "-",
+                     f"{p.get('base_url') or ''}{p.get('endpoint') or ''}" or "-",
+                     f"{p.get('input_len', '-')} / {p.get('output_len', '-')}",
+                     p.get("num_prompts", "-"), "inf" if rate is None else f"{rate:g}",
+                     p.get("max_concurrency") or "none",
+                     _serve_number(r.get("completed"), 0), _serve_number(r.get("failed"), 0),
+                     _serve_number(r.get("duration_s"), 3),
+                     _serve_number(r.get("request_throughput")),
+                     _serve_number(r.get("output_throughput")),
+                     _serve_number(r.get("total_token_throughput"))])
+    doc.add(*table(["file", "model", "server", "in / out tokens", "prompts", "rate req/s",
+                    "max conc.", "completed", "failed", "duration s", "req/s", "out tok/s",
+                    "total tok/s"], rows), "")
+    pcts = sorted({p for s in serves for m in s["metrics"].values() for p, _ in m["percentiles"]})
+    rows = []
+    for s in serves:
+        for key, title in SERVE_METRICS:
+            m = s["metrics"].get(key)
+            if m is None:
+                continue
+            at = dict(m["percentiles"])
+            rows.append([base(s["path"]), title, _serve_number(m["count"], 0)]
+                        + [_serve_number(m[k]) for k in ("mean", "median", "std", "min")]
+                        + [_serve_number(at.get(p)) for p in pcts] + [_serve_number(m["max"])])
+    doc.add(*table(["file", "latency (ms)", "count", "mean", "median", "std", "min"]
+                   + [f"p{p:g}" for p in pcts] + ["max"], rows), "")
+    for s in serves:
+        for e in s["errors"]:
+            doc.add(f"- {base(s['path'])}: {e.get('count', '?')} failed: `{e.get('message', '?')}`")
+    if any(s["errors"] for s in serves):
+        doc.add("")
 
 
 def roofline_points(bench):
@@ -579,6 +643,7 @@ def build(paths, out_dir, title="braidinfer benchmark report", top=15):
     benches = [s for s in inputs if s["kind"] == "bench"]
     compares = [s for s in inputs if s["kind"] == "compare"]
     profiles = [s for s in inputs if s["kind"] == "profile"]
+    serves = [s for s in inputs if s["kind"] == "serve"]
 
     doc = Document(out_dir)
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -594,6 +659,7 @@ def build(paths, out_dir, title="braidinfer benchmark report", top=15):
     section_histograms(doc, benches, profiles)
     section_profiles(doc, profiles, top)
     section_profile_vs_breakdown(doc, profiles, benches)
+    section_serving(doc, serves)
     return doc.write()
 
 
@@ -601,7 +667,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog=__doc__.split("\n\n", 2)[2])
-    parser.add_argument("results", nargs="+", help="JSON files (bench, compare, profile)")
+    parser.add_argument("results", nargs="+",
+                        help="JSON files (bench, bench serve, compare, profile)")
     parser.add_argument("-o", "--out", required=True, help="output folder")
     parser.add_argument("--title", default="braidinfer benchmark report")
     parser.add_argument("--top", type=int, default=15, help="kernels shown per profile")

@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from braidinfer import compare_rows  # noqa: E402  (pure python: no torch, no library)
 
 BENCH_SCHEMA = "braidinfer.bench.run/1"
+SERVE_SCHEMA = "braidinfer.bench.serve/1"
 PROFILE_SCHEMA = "braidinfer.profile/1"
 
 # Seed 001's "Validation Criteria", (acceptable, excellent): a figure strictly below the bound.
@@ -156,6 +157,39 @@ def read_bench(doc, path):
             "rows": [bench_row(r, ceilings, legacy) for r in rows if isinstance(r, dict)]}
 
 
+# ---- serving benchmarks ----------------------------------------------------------------------
+
+
+def _percentile_key(key):
+    """95.0 for "p95", None for keys that are not a percentile."""
+    try:
+        return float(key[1:]) if key.startswith("p") else None
+    except ValueError:
+        return None
+
+
+def read_serve(doc, path):
+    """`braidinfer bench serve --json` (src/bench/serve/serve_report.h): the run's parameters,
+    results (counts, duration, throughputs) and latency distributions in ms ({metric: {count,
+    mean, median, std, min, max, "p90", ...}}). Values that are missing or null read as None."""
+    def section(name):
+        v = doc.get(name)
+        return v if isinstance(v, dict) else {}
+
+    metrics = {}
+    for name, d in section("metrics").items():
+        if isinstance(d, dict):
+            stats = {k: number(d.get(k)) for k in ("count", "mean", "median", "std", "min", "max")}
+            stats["percentiles"] = sorted((p, number(v)) for k, v in d.items()
+                                          if (p := _percentile_key(k)) is not None)
+            metrics[name] = stats
+    errors = [e for e in doc.get("errors") or [] if isinstance(e, dict)]
+    return {"kind": "serve", "path": path, "git_commit": doc.get("git_commit"),
+            "date": doc.get("date_utc"), "parameters": section("parameters"),
+            "results": {k: number(v) for k, v in section("results").items()},
+            "metrics": metrics, "errors": errors}
+
+
 # ---- compare JSONs ---------------------------------------------------------------------------
 
 
@@ -285,6 +319,8 @@ def read_input(path):
     schema = doc.get("schema") if isinstance(doc, dict) else None
     if schema == BENCH_SCHEMA:
         return read_bench(doc, path)
+    if schema == SERVE_SCHEMA:
+        return read_serve(doc, path)
     if schema == PROFILE_SCHEMA or (isinstance(doc, dict) and doc.get("suite") == "profile"
                                     and isinstance(doc.get("phases"), list)):
         return read_profile(doc, path)

@@ -78,6 +78,7 @@ void add_bench_commands(CLI::App& app, int& exit_code) {
   add_bench_prefill_command(bench, exit_code);
   add_bench_all_command(bench, exit_code);
   add_bench_throughput_command(bench, exit_code);
+  add_bench_serve_command(bench, exit_code);
 
   auto args = std::make_shared<CeilingsArgs>();
   CLI::App* ceilings = bench->add_subcommand(

@@ -34,5 +34,7 @@ void add_bench_kernels_command(CLI::App* bench, int& exit_code);
 void add_bench_prefill_command(CLI::App* bench, int& exit_code);
 void add_bench_all_command(CLI::App* bench, int& exit_code);
 void add_bench_throughput_command(CLI::App* bench, int& exit_code);
+// Needs no GPU: a network client of an OpenAI-compatible server.
+void add_bench_serve_command(CLI::App* bench, int& exit_code);
 
 }  // namespace braid::cli

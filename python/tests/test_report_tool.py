@@ -324,3 +324,53 @@ def test_profile_is_set_beside_the_decode_breakdown_of_the_same_model(tmp_path):
     assert "other.json" not in md.split("## Profile against the decode breakdown")[1]
     assert "| attention | 260.00 | 165.00 | 196.00 | 200.00 | 0.98 |" in md
     assert "| qkv_proj | 120.00 | 120.00 | 150.00 | 175.00 | 0.86 |" in md
+
+
+# ---- serving benchmarks (braidinfer bench serve) -----------------------------------------------
+
+
+def serve_doc():
+    """A run as src/bench/serve/serve_report.cpp's serve_json writes it."""
+    def dist(m, count=4):
+        return {"count": count, "mean": m, "median": m, "std": 0.5, "min": m - 1, "max": m + 1,
+                "p90": m + 0.5, "p99": m + 0.9}
+
+    return {"schema": "braidinfer.bench.serve/1", "suite": "serve", "git_commit": "abc123",
+            "date_utc": "2026-11-23T10:00:00Z", "device": None,
+            "parameters": {"base_url": "http://127.0.0.1:8000", "endpoint": "/v1/completions",
+                           "model": "tiny", "dataset": "random", "num_prompts": 5,
+                           "input_len": 128, "output_len": 16, "request_rate": None,
+                           "max_concurrency": 2, "seed": 0},
+            "results": {"completed": 4, "failed": 1, "duration_s": 2.0,
+                        "request_throughput": 2.0, "output_throughput": 32.0,
+                        "total_token_throughput": 288.0, "peak_in_flight": 2},
+            "metrics": {"ttft_ms": dist(50.0), "tpot_ms": dist(10.0), "itl_ms": dist(10.0, 60),
+                        "e2e_ms": dist(200.0)},
+            "errors": [{"message": "HTTP 500: overload", "count": 1}], "other_errors": 0}
+
+
+def test_serve_run_is_read_with_its_percentiles_in_order(tmp_path):
+    doc = serve_doc()
+    doc["metrics"]["ttft_ms"]["p99.9"] = 60.0
+    doc["metrics"]["tpot_ms"]["mean"] = None  # no samples: serve_json writes null
+    src = data.read_input(write(tmp_path, "serve.json", doc))
+    assert src["kind"] == "serve"
+    assert [p for p, _ in src["metrics"]["ttft_ms"]["percentiles"]] == [90.0, 99.0, 99.9]
+    assert src["metrics"]["tpot_ms"]["mean"] is None
+    assert src["results"]["completed"] == 4
+
+
+def test_serve_run_renders_its_tables(tmp_path):
+    pytest.importorskip("matplotlib")
+    import report
+
+    out = tmp_path / "out"
+    assert report.main([write(tmp_path, "serve.json", serve_doc()), "-o", str(out)]) == 0
+    md = (out / "report.md").read_text()
+    assert "| serve.json | bench serve, model 'tiny' | 4 |" in md
+    assert "| serve.json | tiny | http://127.0.0.1:8000/v1/completions | 128 / 16 | 5 | inf | 2 " \
+           "| 4 | 1 | 2.000 | 2.00 | 32.00 | 288.00 |" in md
+    assert "| serve.json | TTFT | 4 | 50.00 | 50.00 | 0.50 | 49.00 | 50.50 | 50.90 | 51.00 |" in md
+    assert "- serve.json: 1 failed: `HTTP 500: overload`" in md
+    assert "| git commit | abc123 |" in md
+    assert f"Bench results: {report.NOT_HERE}." in md  # the other sections still say so

@@ -1,0 +1,278 @@
+// `braidinfer bench serve`: a load generator for any OpenAI-compatible server (braidinfer's own,
+// vLLM, SGLang, ...), measured as `vllm bench serve` measures: random prompts sent at Poisson
+// arrival times (or all at once), at most --max-concurrency in flight, each streamed and timed
+// (TTFT, TPOT, ITL, E2E latency), then throughput over the whole run. A network client: it needs
+// no GPU and works in a CPU-only build.
+#include <fmt/core.h>
+
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/report.h"
+#include "bench/serve/distribution.h"
+#include "bench/serve/load_generator.h"
+#include "bench/serve/random_dataset.h"
+#include "bench/serve/request_body.h"
+#include "bench/serve/serve_client.h"
+#include "bench/serve/serve_metrics.h"
+#include "bench/serve/serve_report.h"
+#include "braid/error.h"
+#include "commands.h"
+#include "table_outputs.h"
+#include "tokenizer/tokenizer.h"
+
+namespace braid::cli {
+
+namespace {
+
+namespace serve = bench::serve;
+
+constexpr const char* kCmd = "braidinfer bench serve";
+// Without a tokenizer the ids come from [409, 4096): the vocabulary of the embedded
+// tiny-fortunes model, and common tokens of every larger one.
+constexpr int kDefaultVocabSize = 4096;
+
+struct ServeArgs {
+  std::string base_url = "http://127.0.0.1:8000";
+  std::string endpoint = "/v1/completions";
+  std::string model;
+  std::string api_key;
+  std::string dataset = "random";
+  int input_len = 1024;
+  int output_len = 128;
+  double range_ratio = 0;
+  int num_prompts = 1000;
+  std::string request_rate = "inf";
+  double burstiness = 1;
+  int max_concurrency = 0;
+  uint64_t seed = 0;
+  int vocab_size = 0;  // 0: the tokenizer's, else kDefaultVocabSize
+  std::string tokenizer;
+  bool ignore_eos = true;
+  double temperature = 0;
+  double timeout_s = 3600;
+  std::vector<double> percentiles{90, 99};
+  bool test_request = true;
+  std::string json_path;
+  TablePaths tables;
+};
+
+double parse_rate(const std::string& s) {
+  if (s == "inf") return std::numeric_limits<double>::infinity();
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != s.size() || !(v > 0) || std::isinf(v))
+    throw Error(ErrorKind::invalid_argument,
+                fmt::format("{}: --request-rate: expected requests/s > 0 or inf, got '{}'", kCmd,
+                            s));
+  return v;
+}
+
+serve::Api api_of(const std::string& endpoint) {
+  const std::string chat = "chat/completions";
+  return endpoint.size() >= chat.size() &&
+                 endpoint.compare(endpoint.size() - chat.size(), chat.size(), chat) == 0
+             ? serve::Api::chat
+             : serve::Api::completions;
+}
+
+const char* form_name(serve::PromptForm f) {
+  switch (f) {
+    case serve::PromptForm::token_ids: return "token_ids";
+    case serve::PromptForm::tokenizer_text: return "tokenizer_text";
+    case serve::PromptForm::random_words: return "random_words";
+  }
+  return "?";
+}
+
+int run_serve_bench(const ServeArgs& a) {
+  if (a.dataset != "random")
+    throw Error(ErrorKind::invalid_argument,
+                fmt::format("{}: --dataset: only 'random' is supported, got '{}'", kCmd,
+                            a.dataset));
+  if (a.endpoint.empty() || a.endpoint.front() != '/')
+    throw Error(ErrorKind::invalid_argument,
+                fmt::format("{}: --endpoint: expected a path starting with '/', got '{}'", kCmd,
+                            a.endpoint));
+  if (a.num_prompts < 1)
+    throw Error(ErrorKind::invalid_argument,
+                fmt::format("{}: --num-prompts: expected >= 1, got {}", kCmd, a.num_prompts));
+  const double rate = parse_rate(a.request_rate);
+  const serve::Api api = api_of(a.endpoint);
+  serve::describe({}, a.percentiles);  // a bad percentile fails now, not after the whole run
+
+  const serve::ClientOptions client_opts{a.base_url, a.api_key, a.timeout_s};
+  // Closed before the run, so its idle connection holds nothing of the server's.
+  auto client = std::make_unique<serve::ServeClient>(client_opts);
+  std::string model = a.model;
+  if (model.empty()) {
+    model = client->first_model_id();
+    fmt::print(stderr, "{}: model '{}' (the first of {}/v1/models)\n", kCmd, model, a.base_url);
+  }
+
+  std::optional<tokenizer::Tokenizer> tok;
+  if (!a.tokenizer.empty()) tok = tokenizer::Tokenizer::from_dir(a.tokenizer);
+  serve::RandomDatasetOptions ds;
+  // One prompt more than the run sends: the test request's, so it warms no prefix cache for a
+  // prompt of the run.
+  ds.num_prompts = a.num_prompts + 1;
+  ds.input_len = a.input_len;
+  ds.output_len = a.output_len;
+  ds.range_ratio = a.range_ratio;
+  ds.seed = a.seed;
+  ds.vocab_size = a.vocab_size > 0 ? a.vocab_size : tok ? tok->vocab_size() : kDefaultVocabSize;
+  ds.form = tok ? serve::PromptForm::tokenizer_text
+            : api == serve::Api::chat ? serve::PromptForm::random_words
+                                      : serve::PromptForm::token_ids;
+  const std::vector<serve::Prompt> prompts = serve::random_dataset(ds, tok ? &*tok : nullptr);
+  const serve::SamplingOptions sampling{a.temperature, a.ignore_eos};
+  std::vector<serve::LoadRequest> requests;
+  requests.reserve(prompts.size());
+  for (const serve::Prompt& p : prompts)
+    requests.push_back({serve::request_body(api, model, p, sampling).dump(), p.input_len});
+  const serve::LoadRequest test = std::move(requests.back());
+  requests.pop_back();
+
+  if (a.test_request) {
+    // As vllm bench serve does: one request first, so a wrong URL, model or prompt form fails in
+    // a second with the server's reason instead of N times.
+    fmt::print(stderr, "{}: test request...\n", kCmd);
+    const serve::RequestResult r =
+        client->stream(a.endpoint, test.body, test.prompt_len, serve::ServeClient::Clock::now());
+    if (!r.ok) {
+      fmt::print(stderr, "{}: the test request to {}{} failed: {}\n", kCmd, a.base_url,
+                 a.endpoint, r.error);
+      return 1;
+    }
+  }
+  client.reset();
+
+  serve::LoadOptions load;
+  load.client = client_opts;
+  load.path = a.endpoint;
+  load.request_rate = rate;
+  load.burstiness = a.burstiness;
+  load.max_concurrency = a.max_concurrency;
+  load.seed = a.seed;
+  const int step = std::max(1, a.num_prompts / 10);
+  load.on_progress = [step](int finished, int failed, int total) {
+    if (finished % step == 0 || finished == total)
+      fmt::print(stderr, "  {}/{} requests finished ({} failed)\n", finished, total, failed);
+  };
+  fmt::print(stderr, "{}: {} requests, rate {}, max concurrency {}...\n", kCmd, a.num_prompts,
+             a.request_rate, a.max_concurrency > 0 ? std::to_string(a.max_concurrency) : "none");
+  const serve::LoadRun run = serve::run_load(load, requests);
+
+  serve::ServeReport report;
+  report.git_commit = bench::git_commit();
+  report.date_utc = bench::utc_now();
+  serve::ServeParameters& p = report.params;
+  p.base_url = a.base_url;
+  p.endpoint = a.endpoint;
+  p.model = model;
+  p.dataset = a.dataset;
+  p.prompt_form = form_name(ds.form);
+  p.num_prompts = a.num_prompts;
+  p.input_len = a.input_len;
+  p.output_len = a.output_len;
+  p.range_ratio = a.range_ratio;
+  p.vocab_size = ds.form == serve::PromptForm::random_words ? 0 : ds.vocab_size;
+  p.tokenizer = a.tokenizer;
+  p.request_rate = rate;
+  p.burstiness = a.burstiness;
+  p.max_concurrency = a.max_concurrency;
+  p.workers = run.workers;
+  p.seed = a.seed;
+  p.temperature = a.temperature;
+  p.ignore_eos = a.ignore_eos;
+  p.timeout_s = a.timeout_s;
+  report.metrics = serve::compute_metrics(run.results, run.duration_s, a.percentiles);
+
+  fmt::print("{}", serve::serve_table(report));
+  if (a.max_concurrency == 0 && a.num_prompts > serve::kMaxWorkers)
+    fmt::print("(at most {} requests were in flight: the client's thread limit)\n",
+               serve::kMaxWorkers);
+  if (!a.json_path.empty()) {
+    bench::write_text(serve::serve_json(report).dump(2) + "\n", a.json_path);
+    fmt::print("wrote {}\n", a.json_path);
+  }
+  if (!a.tables.csv.empty()) {
+    bench::write_text(serve::serve_csv(report), a.tables.csv);
+    fmt::print("wrote {}\n", a.tables.csv);
+  }
+  if (!a.tables.md.empty()) {
+    bench::write_text(serve::serve_markdown(report), a.tables.md);
+    fmt::print("wrote {}\n", a.tables.md);
+  }
+  return report.metrics.failed > 0 ? 1 : 0;
+}
+
+}  // namespace
+
+void add_bench_serve_command(CLI::App* bench, int& exit_code) {
+  auto a = std::make_shared<ServeArgs>();
+  CLI::App* cmd = bench->add_subcommand(
+      "serve",
+      "Load an OpenAI-compatible server with random prompts and measure TTFT, TPOT, ITL, E2E "
+      "latency and throughput as vllm bench serve does (no GPU needed; exits 1 if a request "
+      "failed)");
+  cmd->add_option("--base-url", a->base_url, "Server: http://HOST:PORT[/PREFIX]")
+      ->capture_default_str();
+  cmd->add_option("--endpoint", a->endpoint,
+                  "/v1/completions or /v1/chat/completions (a path ending in chat/completions "
+                  "is sent chat messages)")
+      ->capture_default_str();
+  cmd->add_option("--model", a->model, "Model name to send (default: the first of /v1/models)");
+  cmd->add_option("--api-key", a->api_key, "Sent as 'Authorization: Bearer KEY'");
+  cmd->add_option("--dataset", a->dataset, "Prompt source (random)")->capture_default_str();
+  cmd->add_option("--input-len", a->input_len, "Prompt tokens")->capture_default_str();
+  cmd->add_option("--output-len", a->output_len, "max_tokens of each request")
+      ->capture_default_str();
+  cmd->add_option("--range-ratio", a->range_ratio,
+                  "Lengths uniform in [L(1-R), L(1+R)], 0 <= R < 1")
+      ->capture_default_str();
+  cmd->add_option("--num-prompts", a->num_prompts, "Requests to send")->capture_default_str();
+  cmd->add_option("--request-rate", a->request_rate,
+                  "Requests/s with Poisson arrivals, or inf: all at once")
+      ->capture_default_str();
+  cmd->add_option("--burstiness", a->burstiness,
+                  "Gamma shape of the arrival gaps (1: Poisson; < 1 burstier, > 1 more even)")
+      ->capture_default_str();
+  cmd->add_option("--max-concurrency", a->max_concurrency,
+                  "Requests in flight at most (0: no limit but the client's 1024 threads)")
+      ->capture_default_str();
+  cmd->add_option("--seed", a->seed, "Seed of the prompts and the arrival times")
+      ->capture_default_str();
+  cmd->add_option("--vocab-size", a->vocab_size,
+                  "Prompt ids are drawn from [V/10, V) (default: the tokenizer's vocabulary, "
+                  "else 4096)");
+  cmd->add_option("--tokenizer", a->tokenizer,
+                  "Folder with tokenizer.json: prompts are the random ids decoded to text "
+                  "(without it, completions get id arrays and chat gets random English words)");
+  cmd->add_flag("--ignore-eos,!--no-ignore-eos", a->ignore_eos,
+                "Ask the server to generate max_tokens regardless of end-of-text (default on)");
+  cmd->add_option("--temperature", a->temperature, "Sampling temperature (0: greedy)")
+      ->capture_default_str();
+  cmd->add_option("--timeout-s", a->timeout_s,
+                  "A request fails after this many seconds (or this long without data)")
+      ->capture_default_str();
+  cmd->add_option("--percentiles", a->percentiles, "Latency percentiles to report, comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_flag("!--no-test-request", a->test_request,
+                "Skip the single request sent before the run to check the server answers");
+  cmd->add_option("--json", a->json_path, "Write the run as JSON to this file");
+  add_table_output_options(cmd, a->tables);
+  cmd->callback([a, &exit_code] { exit_code = run_serve_bench(*a); });
+}
+
+}  // namespace braid::cli
