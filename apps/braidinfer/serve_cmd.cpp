@@ -7,8 +7,11 @@
 #include <string>
 
 #include "braid/buffer.h"
+#include "bench/decode.h"
+#include "bench/random_weights.h"
 #include "braid/error.h"
 #include "commands.h"
+#include "engine/engine.h"
 #include "engine/engine_loop.h"
 #include "server/http_server.h"
 
@@ -18,6 +21,8 @@ namespace {
 
 struct ServeArgs {
   std::string model;
+  std::string shape;      // a named shape with random weights, for benchmarks
+  std::string tokenizer;  // a tokenizer.json folder for --shape
   std::string host = "127.0.0.1";
   int port = 8000;
   std::string device = "auto";
@@ -37,7 +42,9 @@ struct ServeArgs {
 server::HttpServer* g_server = nullptr;  // for the signal handler
 
 int run_serve(const ServeArgs& a) {
-  if (!std::filesystem::is_directory(a.model))
+  if (a.model.empty() == a.shape.empty())
+    throw Error(ErrorKind::invalid_argument, "serve: give --model DIR or --shape NAME");
+  if (!a.model.empty() && !std::filesystem::is_directory(a.model))
     throw Error(ErrorKind::io, "serve: --model '" + a.model + "' is not a folder");
   engine::EngineConfig cfg;
   cfg.device = device_from_option(a.device, "serve");
@@ -51,8 +58,21 @@ int run_serve(const ServeArgs& a) {
   cfg.cuda_graphs = !a.enforce_eager;
   if (a.max_waiting < 0) throw Error(ErrorKind::invalid_argument, "serve: --max-waiting must be >= 0");
 
-  fmt::print(stderr, "braidinfer serve: loading {} on {}...\n", a.model, device_name(cfg.device));
-  auto engine = std::make_unique<engine::LLMEngine>(a.model, cfg);
+  const std::string source = a.model.empty() ? a.shape : a.model;
+  fmt::print(stderr, "braidinfer serve: loading {} on {}...\n", source, device_name(cfg.device));
+  std::unique_ptr<engine::LLMEngine> engine;
+  if (a.shape.empty()) {
+    engine = std::make_unique<engine::LLMEngine>(a.model, cfg);
+  } else {
+    // Random weights of a named shape (benchmarks): bf16 on CUDA, f32 on the CPU.
+    model::ModelConfig config = bench::decode_preset(a.shape);
+    const DType dtype = cfg.dtype ? *cfg.dtype : engine::default_dtype(config, cfg.device, {});
+    model::Weights w = bench::random_weights(config, cfg.device, dtype);
+    std::unique_ptr<tokenizer::Tokenizer> tok;
+    if (!a.tokenizer.empty())
+      tok = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::from_dir(a.tokenizer));
+    engine = std::make_unique<engine::LLMEngine>(std::move(config), std::move(w), cfg, std::move(tok));
+  }
   fmt::print(stderr,
              "braidinfer serve: {} {} weights {:.2f} GB, context {}, KV pool {} pages of {} tokens, "
              "max {} sequences, {} tokens per step, prefix caching {}\n",
@@ -65,8 +85,8 @@ int run_serve(const ServeArgs& a) {
   server::ServerConfig sc;
   sc.host = a.host;
   sc.port = a.port;
-  const std::string base = std::filesystem::path(a.model).lexically_normal().filename().string();
-  sc.model_names = {a.served_model_name.empty() ? a.model : a.served_model_name, a.model, base};
+  const std::string base = std::filesystem::path(source).lexically_normal().filename().string();
+  sc.model_names = {a.served_model_name.empty() ? source : a.served_model_name, source, base};
   sc.max_request_bytes = a.max_request_bytes;
   server::HttpServer http(loop, sc);
   const int port = http.bind();
@@ -86,7 +106,11 @@ int run_serve(const ServeArgs& a) {
 void add_serve_command(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<ServeArgs>();
   CLI::App* s = app.add_subcommand("serve", "OpenAI-compatible HTTP server (continuous batching)");
-  s->add_option("--model", a->model, "Hugging Face model folder")->required();
+  auto* model = s->add_option("--model", a->model, "Hugging Face model folder");
+  auto* shape = s->add_option("--shape", a->shape,
+                              "Instead of --model: a named model shape with random weights");
+  model->excludes(shape);
+  s->add_option("--tokenizer", a->tokenizer, "With --shape: a folder with tokenizer.json");
   s->add_option("--host", a->host, "Address to listen on")->capture_default_str();
   s->add_option("--port", a->port, "Port (0: any free port)")->capture_default_str();
   s->add_option("--device", a->device, "cpu, cuda or auto")->capture_default_str();

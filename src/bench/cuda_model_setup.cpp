@@ -102,9 +102,12 @@ StepBatch make_step_batch(const ModelUnderTest& m, int sequences, int past, int 
   batch.storage = OwnedTensor(DType::i32, {3 * T + 2 * S + 1}, Device::cuda(m.weights.device.index));
   copy(host.view(), batch.storage.view());
   const Tensor d = batch.storage.view();
-  batch.inputs = model::StepInputs{d.slice(0, 0, T),           d.slice(0, T, 2 * T),
-                                   d.slice(0, 2 * T, 3 * T),   d.slice(0, 3 * T + S, 3 * T + 2 * S + 1),
-                                   d.slice(0, 3 * T, 3 * T + S), decode, Tensor{}, Tensor{}};
+  batch.inputs = model::StepInputs{.tokens = d.slice(0, 0, T),
+                                   .positions = d.slice(0, T, 2 * T),
+                                   .slots = d.slice(0, 2 * T, 3 * T),
+                                   .cu_seqlens_q = d.slice(0, 3 * T + S, 3 * T + 2 * S + 1),
+                                   .kv_lens = d.slice(0, 3 * T, 3 * T + S),
+                                   .decode = decode};
   batch.tokens = static_cast<int>(T);
   BRAID_CUDA_CHECK(cudaDeviceSynchronize());
   return batch;
@@ -156,9 +159,11 @@ std::vector<float> cpu_reference_logits(const ModelUnderTest& m, int past, int n
   h[3 * n + 1] = 0;     // cu_seqlens_q
   h[3 * n + 2] = n;
   const Tensor d = in.view();
-  const model::StepInputs inputs{d.slice(0, 0, n), d.slice(0, n, 2 * n), d.slice(0, 2 * n, 3 * n),
-                                 d.slice(0, 3 * n + 1, 3 * n + 3), d.slice(0, 3 * n, 3 * n + 1),
-                                 false, Tensor{}, Tensor{}};
+  const model::StepInputs inputs{.tokens = d.slice(0, 0, n),
+                                 .positions = d.slice(0, n, 2 * n),
+                                 .slots = d.slice(0, 2 * n, 3 * n),
+                                 .cu_seqlens_q = d.slice(0, 3 * n + 1, 3 * n + 3),
+                                 .kv_lens = d.slice(0, 3 * n, 3 * n + 1)};
   OwnedTensor logits(DType::f32, {1, m.config.vocab_size}, cpu);
   model::forward(m.config, w, cache, ws, inputs, n, /*all_logits=*/false, logits.view());
   const float* p = logits.view().ptr<float>();

@@ -91,9 +91,12 @@ int32_t Engine::decode_greedy(int32_t token) {
   }
   if (!decode_graph_) {
     const Tensor d = decode_inputs_.view();
-    const model::StepInputs in{d.slice(0, 0, 1), d.slice(0, 1, 2), d.slice(0, 2, 3),
-                               d.slice(0, 3, 5), d.slice(0, 5, 6), /*decode=*/true,
-                               Tensor{}, Tensor{}};
+    const model::StepInputs in{.tokens = d.slice(0, 0, 1),
+                               .positions = d.slice(0, 1, 2),
+                               .slots = d.slice(0, 2, 3),
+                               .cu_seqlens_q = d.slice(0, 3, 5),
+                               .kv_lens = d.slice(0, 5, 6),
+                               .decode = true};
     const Tensor logits = logits_.view().slice(0, 0, 1);
     decode_graph_ = std::make_unique<DecodeGraph>(
         6, d.ptr<int32_t>(), 1, decode_token_.view().ptr<int32_t>(), [this, in, logits](Stream s) {
@@ -132,9 +135,11 @@ void Engine::run_chunk(const int32_t* tokens, int n, bool all_logits, float* log
   copy(host_inputs_.view(), device_inputs_.view());
 
   const Tensor d = device_inputs_.view();
-  model::StepInputs in{d.slice(0, 0, n), d.slice(0, T, T + n), d.slice(0, 2 * T, 2 * T + n),
-                       d.slice(0, 3 * T, 3 * T + 2), d.slice(0, 3 * T + 2, 3 * T + 3), false,
-                       Tensor{}, Tensor{}};
+  const model::StepInputs in{.tokens = d.slice(0, 0, n),
+                             .positions = d.slice(0, T, T + n),
+                             .slots = d.slice(0, 2 * T, 2 * T + n),
+                             .cu_seqlens_q = d.slice(0, 3 * T, 3 * T + 2),
+                             .kv_lens = d.slice(0, 3 * T + 2, 3 * T + 3)};
   const int rows = all_logits ? n : 1;
   const Tensor logits = logits_.view().slice(0, 0, rows);
   model::forward(config_, weights_, cache_, workspace_, in, n, all_logits, logits);

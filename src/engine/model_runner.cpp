@@ -12,8 +12,8 @@ namespace braid::engine {
 
 namespace {
 
-// Decode batch sizes captured as graphs: every size up to 8, then steps of 8 to 64, of 16 to 128
-// and of 32 beyond (a padded row costs little next to the weights a decode step streams).
+// Decode batch sizes captured as graphs: 1, 2, 4, 8, then steps of 8 to 64, of 16 to 128 and of
+// 32 beyond (a padded row costs little next to the weights a decode step streams).
 std::vector<int> graph_ladder(int max_batch) {
   std::vector<int> sizes;
   for (int b = 1; b <= max_batch;) {
@@ -27,20 +27,23 @@ std::vector<int> graph_ladder(int max_batch) {
 }  // namespace
 
 struct ModelRunner::Layout {
-  int tokens = 0, seqs = 0, rows = 0, table_cols = 0;
-  int64_t positions = 0, slots = 0, cu = 0, kv_lens = 0, table = 0, logit_rows = 0, size = 0;
+  int tokens = 0, seqs = 0, rows = 0, decode_rows = 0, table_cols = 0;
+  int64_t positions = 0, slots = 0, cu = 0, kv_lens = 0, table = 0, logit_rows = 0,
+          prefill_cu = 0, size = 0;
 };
 
-ModelRunner::Layout ModelRunner::layout(int tokens, int seqs, int rows) const {
+ModelRunner::Layout ModelRunner::layout(int tokens, int seqs, int rows, int decode_rows) const {
   Layout l;
-  l.tokens = tokens, l.seqs = seqs, l.rows = rows, l.table_cols = pages_per_seq_;
+  l.tokens = tokens, l.seqs = seqs, l.rows = rows, l.decode_rows = decode_rows;
+  l.table_cols = pages_per_seq_;
   l.positions = tokens;
   l.slots = 2 * int64_t{tokens};
   l.cu = 3 * int64_t{tokens};
   l.kv_lens = l.cu + seqs + 1;
   l.table = l.kv_lens + seqs;
   l.logit_rows = l.table + int64_t{seqs} * pages_per_seq_;
-  l.size = l.logit_rows + rows;
+  l.prefill_cu = l.logit_rows + rows;
+  l.size = l.prefill_cu + (decode_rows > 0 ? seqs - decode_rows + 1 : 0);
   return l;
 }
 
@@ -58,7 +61,7 @@ ModelRunner::ModelRunner(const model::ModelConfig& c, const model::Weights& w, c
                  int64_t{pages_per_seq_} * rc.page_size, rc.moe_gemv_max_tokens,
                  std::min(rc.max_num_seqs, rc.max_num_batched_tokens)) {
   const int max_rows = std::min(rc.max_num_seqs, rc.max_num_batched_tokens);
-  const Layout biggest = layout(rc.max_num_batched_tokens, max_rows, max_rows);
+  const Layout biggest = layout(rc.max_num_batched_tokens, max_rows, max_rows, 1);
   host_inputs_ = OwnedTensor(DType::i32, {biggest.size}, Device::cpu());
   device_inputs_ = OwnedTensor(DType::i32, {biggest.size}, w.device);
   logits_ = OwnedTensor(DType::f32, {max_rows, c.vocab_size}, w.device);
@@ -115,6 +118,9 @@ void ModelRunner::pack(const StepPlan& plan, const Layout& l, int padded_seqs, i
               h + l.table + static_cast<int64_t>(b) * l.table_cols);
     if (s.samples()) h[l.logit_rows + r++] = t - 1;
   }
+  // Offsets of the prompt chunks after the decode rows, from the first of them.
+  if (l.decode_rows > 0)
+    for (int b = l.decode_rows; b <= l.seqs; ++b) h[l.prefill_cu + b - l.decode_rows] = h[l.cu + b] - l.decode_rows;
   // Padded sequences: one token at position 0 in the scratch page 0, sampled and ignored.
   for (int b = static_cast<int>(plan.seqs.size()); b < padded_seqs; ++b, ++t) {
     h[t] = 0;
@@ -142,6 +148,10 @@ model::StepInputs ModelRunner::inputs_at(const Tensor& d, const Layout& l, bool 
   in.page_table = table;
   in.logit_rows = d.slice(0, l.logit_rows, l.logit_rows + l.rows);
   in.decode = decode;
+  if (l.decode_rows > 0) {
+    in.decode_rows = l.decode_rows;
+    in.prefill_cu_seqlens_q = d.slice(0, l.prefill_cu, l.size);
+  }
   return in;
 }
 
@@ -159,7 +169,9 @@ StepResult ModelRunner::run(const StepPlan& plan, bool greedy_only) {
     if (padded > 0) return run_graph(plan, padded);
   }
 
-  const Layout l = layout(plan.num_tokens, seqs, rows);
+  int decode_rows = 0;  // leading one-token chunks (the scheduler puts them first)
+  while (decode_rows < seqs && plan.seqs[static_cast<size_t>(decode_rows)].num_tokens == 1) ++decode_rows;
+  const Layout l = layout(plan.num_tokens, seqs, rows, decode ? 0 : decode_rows);
   int32_t* h = host_inputs_.view().ptr<int32_t>();
   pack(plan, l, seqs, h);
   const Tensor d = device_inputs_.view();
@@ -193,7 +205,7 @@ StepResult ModelRunner::run(const StepPlan& plan, bool greedy_only) {
 }
 
 StepResult ModelRunner::run_graph(const StepPlan& plan, int padded) {
-  const Layout l = layout(padded, padded, padded);
+  const Layout l = layout(padded, padded, padded, 0);
   auto it = graphs_.find(padded);
   if (it == graphs_.end()) {
     // Captured on first use when warm_up did not (the eager run before it plans the GEMMs).

@@ -75,6 +75,10 @@ StepPlan Scheduler::schedule() {
     plan.num_tokens += n;
     budget -= n;
   }
+  // One-token chunks (decodes) first: the forward pass runs them with split-KV decode attention
+  // and only the prompt chunks after them with the tiled kernel.
+  std::stable_partition(plan.seqs.begin(), plan.seqs.end(),
+                        [](const ScheduledSequence& s) { return s.num_tokens == 1; });
   return plan;
 }
 

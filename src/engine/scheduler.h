@@ -31,7 +31,7 @@ struct ScheduledSequence {
 };
 
 struct StepPlan {
-  std::vector<ScheduledSequence> seqs;
+  std::vector<ScheduledSequence> seqs;  // one-token chunks first, then in scheduling order
   int num_tokens = 0;
   std::vector<Sequence*> preempted;  // sent back to the queue this step
   bool empty() const { return seqs.empty(); }

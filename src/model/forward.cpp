@@ -72,12 +72,14 @@ Workspace::Workspace(const ModelConfig& c, int T, Device d, DType t, int64_t dec
       moe_ys = OwnedTensor(t, {pairs, H}, d);
     }
   }
-  if (decode_kv_capacity > 0)
-    decode_attention = OwnedTensor(
-        DType::f32,
-        {ops::attention_decode_workspace_floats(decode_batch > 0 ? decode_batch : T, c.num_heads,
-                                                c.head_dim, decode_kv_capacity)},
-        d);
+  if (decode_kv_capacity > 0) {
+    // A smaller batch may cut its keys into more chunks: size for the largest need of any batch.
+    int64_t floats = 0;
+    for (int64_t b = 1; b <= (decode_batch > 0 ? decode_batch : T); ++b)
+      floats = std::max(floats, ops::attention_decode_workspace_floats(b, c.num_heads, c.head_dim,
+                                                                       decode_kv_capacity));
+    decode_attention = OwnedTensor(DType::f32, {floats}, d);
+  }
 }
 
 void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Workspace& ws,
@@ -118,10 +120,23 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
                                 in.slots, k_pages, v_pages, s);
     mark("qk_rope_kv", l);
     const ops::PagedKV kv{k_pages, v_pages, page_table, in.kv_lens};
-    if (in.decode && ws.decode_attention.view().ndim != 0)
+    const bool split_kv = ws.decode_attention.view().ndim != 0;
+    if (in.decode && split_kv) {
       ops::attention_decode(q, kv, scale, attn_heads, Tensor{}, ws.decode_attention.view(), s);
-    else
+    } else if (in.decode_rows > 0 && split_kv) {
+      // Decode rows read their whole cache once per KV head (split-KV); prompt chunks tile it.
+      const int64_t D = in.decode_rows, B = in.kv_lens.shape[0];
+      const ops::PagedKV dkv{k_pages, v_pages, page_table.slice(0, 0, D), in.kv_lens.slice(0, 0, D)};
+      ops::attention_decode(q.slice(0, 0, D), dkv, scale, attn_heads.slice(0, 0, D), Tensor{},
+                            ws.decode_attention.view(), s);
+      if (D < B) {
+        const ops::PagedKV pkv{k_pages, v_pages, page_table.slice(0, D, B), in.kv_lens.slice(0, D, B)};
+        ops::attention(q.slice(0, D, n), in.prefill_cu_seqlens_q, pkv, /*causal=*/true, scale,
+                       attn_heads.slice(0, D, n), Tensor{}, s);
+      }
+    } else {
       ops::attention(q, in.cu_seqlens_q, kv, /*causal=*/true, scale, attn_heads, Tensor{}, s);
+    }
     mark("attention", l);
     ops::gemm_add(attn, lw.o_proj, lw.o_bias, residual, proj, s);
     mark("o_proj", l);

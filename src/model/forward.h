@@ -51,10 +51,16 @@ struct StepInputs {
   bool decode = false;
   // [sequences, pages per sequence] i32: the step's own page table (a serving engine's sequences
   // take pages from one pool); undefined: the cache's.
-  Tensor page_table;
+  Tensor page_table = {};
   // [m] i32: the rows (token indices of this step) whose logits are wanted, e.g. the last token of
   // each sequence that samples; undefined: the last token, or every token with all_logits.
-  Tensor logit_rows;
+  Tensor logit_rows = {};
+  // A mixed step: its first decode_rows sequences add one token each (rows 0 .. decode_rows - 1)
+  // and run attention_decode; the others run attention() with prefill_cu_seqlens_q
+  // ([sequences - decode_rows + 1] i32, their row offsets from row decode_rows, starting at 0).
+  // 0: attention() for every sequence (or attention_decode for all with `decode`).
+  int decode_rows = 0;
+  Tensor prefill_cu_seqlens_q = {};
 };
 
 // Called after each component of the forward pass has been enqueued, with its name ("qkv",

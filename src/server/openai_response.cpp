@@ -103,7 +103,9 @@ std::vector<json> ResponseBuilder::add(size_t prompt_index, const engine::Sequen
     if (!o.stop_reason.empty()) stop_reason = o.stop_reason;
   }
   if (!job_.stream) return {};
-  if (delta.empty() && !with_logprobs && !o.finished()) return {};
+  // A token whose text is still held back (part of a UTF-8 character or of a possible stop string)
+  // still gets its chunk: clients time tokens by chunks.
+  if (delta.empty() && o.tokens.empty() && !o.finished()) return {};
   json choice;
   if (job_.kind == ApiKind::chat) {
     choice = {{"index", index},

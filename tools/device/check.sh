@@ -41,6 +41,8 @@
 #   PROFILE=1         also `braidinfer profile` of one prefill and decode steps
 #                     (profile.{log,json,md}, profile_trace.json; PROFILE_ARGS replace the default
 #                     `--shape llama-3.2-1b`)
+#   SERVE=1           also the serving engine's benchmarks (serve_bench below; serve.tar.gz)
+#   SERVE_SHAPE, SERVE_PROMPTS, SERVE_PEER_PROMPTS  its model shape and prompt counts
 #   TESTS=0           skip the GPU and Python tests (for benchmark-only calls)
 #   BASELINE=0        skip `bench ceilings` and the engine decode step
 #   BRAID_GIT_COMMIT  commit recorded in the JSON when the tree travels without .git
@@ -219,6 +221,45 @@ profile() {
     tee "$OUT/results/profile.log"
 }
 
+# The serving engine (issue 16) on a model shape with random weights (SERVE_SHAPE, default
+# llama-3.1-8b): bench throughput (SERVE_PROMPTS prompts of 1024 in / 128 out), one decode step
+# at batch 1 (the TPOT reference), the server under bench serve at concurrency 1 and 64, the
+# time to first token with and without a 2000-token cached prefix, then transformers' continuous
+# batching on the same shape (SERVE_PEER_PROMPTS prompts). Everything lands in $OUT/serve/.
+# The server's tokenizer: .cache/tokenizers/llama3 (carry it).
+serve_bench() {
+  local shape=${SERVE_SHAPE:-llama-3.1-8b} dir="$OUT/serve" url=http://127.0.0.1:8000
+  mkdir -p "$dir"
+  "$BIN/braidinfer" bench throughput --shape "$shape" --input-len 1024 --output-len 128 \
+    --num-prompts "${SERVE_PROMPTS:-1000}" --json "$dir/throughput.json" 2>&1 | tee "$dir/throughput.log"
+  "$BIN/braidinfer" bench decode --shape "$shape" --batch 1 --context 1088 \
+    --json "$dir/decode_b1.json" 2>&1 | tee "$dir/decode_b1.log"
+  local tok=()
+  if [[ -f .cache/tokenizers/llama3/tokenizer.json ]]; then tok=(--tokenizer .cache/tokenizers/llama3); fi
+  "$BIN/braidinfer" serve --shape "$shape" "${tok[@]}" --max-model-len 4096 --port 8000 \
+    > "$dir/server.log" 2>&1 &
+  local pid=$! up=0
+  for _ in $(seq 1 240); do
+    if curl -sf "$url/health" > /dev/null; then up=1; break; fi
+    sleep 0.5
+  done
+  if [[ $up == 0 ]]; then echo "the server did not come up"; kill "$pid"; cat "$dir/server.log"; return 1; fi
+  local rc=0
+  "$BIN/braidinfer" bench serve --base-url "$url" --input-len 1024 --output-len 128 --num-prompts 16 \
+    --max-concurrency 1 --vocab-size 128000 --json "$dir/serve_c1.json" 2>&1 | tee "$dir/serve_c1.log" || rc=1
+  "$BIN/braidinfer" bench serve --base-url "$url" --input-len 1024 --output-len 128 --num-prompts 256 \
+    --max-concurrency 64 --vocab-size 128000 --json "$dir/serve_c64.json" 2>&1 | tee "$dir/serve_c64.log" || rc=1
+  python3 tools/device/prefix_ttft.py --base-url "$url" --prefix-len 2000 --json "$dir/prefix_ttft.json" \
+    2>&1 | tee "$dir/prefix_ttft.log" || rc=1
+  curl -s "$url/metrics" > "$dir/metrics.txt" || true
+  kill "$pid"; wait "$pid" || true
+  BRAIDINFER_LIBRARY="$BIN/libbraid.so" PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}" \
+    python3 -m braidinfer.compare_throughput --shape "$shape" --input-len 1024 --output-len 128 \
+    --num-prompts "${SERVE_PEER_PROMPTS:-200}" --json "$dir/peer_transformers.json" 2>&1 |
+    tee "$dir/peer_transformers.log" || rc=1
+  return $rc
+}
+
 ceilings() {
   # shellcheck disable=SC2086  # CEILINGS_ARGS is a list of flags
   "$BIN/braidinfer" bench ceilings --json "$OUT/ceilings.json" ${CEILINGS_ARGS:-} 2>&1 |
@@ -233,7 +274,7 @@ run_step "environment" env_info
 has_build() {
   local needs_cli=0
   local flag
-  for flag in BENCH_ALL PROFILE ATTENTION MOE MOE_FP8 ROUTER; do
+  for flag in BENCH_ALL PROFILE ATTENTION MOE MOE_FP8 ROUTER SERVE; do
     if [[ "${!flag:-0}" == 1 ]]; then needs_cli=1; fi
   done
   if [[ "${BASELINE:-1}" == 1 ]]; then needs_cli=1; fi
@@ -243,6 +284,8 @@ has_build() {
 
 if [[ -n "${BUILD_DIR:-}" ]] && has_build "$BUILD_DIR"; then
   BIN=$(cd "$BUILD_DIR" && pwd)
+  # Libraries pack-build.sh carried along (cpp-httplib and what it needs).
+  export LD_LIBRARY_PATH="$BIN/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   echo "using the carried build in $BIN" | tee "$OUT/build.log"
   skip_step "build" "carried build $BUILD_DIR"
 else
@@ -265,6 +308,10 @@ if has_build "$BIN"; then
   if [[ "${BASELINE:-1}" == 1 ]]; then
     run_step "bench ceilings" ceilings
     run_step "engine decode" engine_decode
+  fi
+  if [[ "${SERVE:-0}" == 1 ]]; then
+    run_step "serve (issue 16)" serve_bench
+    (cd "$OUT" && tar czf serve.tar.gz --remove-files serve)
   fi
   if [[ "${BENCH_ALL:-0}" == 1 || "${COMPARE_ALL:-0}" == 1 || "${PROFILE:-0}" == 1 ]]; then
     mkdir -p "$OUT/results"
