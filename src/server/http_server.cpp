@@ -73,7 +73,6 @@ struct Job {
   std::vector<std::shared_ptr<engine::RequestStream>> streams;
   std::vector<bool> done;
   std::string error;
-  bool opened = false;
   bool all_done() const {
     for (bool d : done)
       if (!d) return false;
@@ -175,10 +174,6 @@ struct HttpServer::Impl {
             return sink.write(s.data(), s.size());
           };
           bool ok = true;
-          if (!job->opened) {
-            for (const json& c : job->builder.opening_chunks()) ok = ok && event(c);
-            job->opened = true;
-          }
           for (const json& c : pump(*job)) ok = ok && event(c);
           if (!ok || connection->gone()) {
             abort_all(*job);

@@ -126,6 +126,8 @@ engine::Request common(const json& body, ApiJob& job, int default_max_tokens) {
   }
   r.skip_special_tokens = boolean(body, "skip_special_tokens", true);
   job.stream = boolean(body, "stream", false);
+  job.tokens_as_ids = boolean(body, "return_tokens_as_token_ids", false);
+  job.return_token_ids = boolean(body, "return_token_ids", false);
   if (const json* so = field(body, "stream_options")) {
     if (!so->is_object()) bad("stream_options", "'stream_options' must be an object");
     if (!job.stream) bad("stream_options", "'stream_options' is only allowed with stream: true");

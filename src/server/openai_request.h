@@ -43,6 +43,11 @@ struct ApiJob {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool echo = false;           // completions: the prompt before the text
+  // vLLM's return_tokens_as_token_ids: logprobs name tokens "token_id:<id>" (exact, where the
+  // text of a token can be ambiguous or a partial character).
+  bool tokens_as_ids = false;
+  // vLLM's return_token_ids: each choice (and stream chunk) carries its generated token ids.
+  bool return_token_ids = false;
   // Completions: alternatives per token (-1: no logprobs). Chat: top_logprobs when chat_logprobs.
   int logprobs = -1;
   bool chat_logprobs = false;

@@ -20,7 +20,8 @@ ResponseBuilder::ResponseBuilder(const ApiJob& job, std::string id, std::string 
 }
 
 std::string ResponseBuilder::token_text(int32_t id) const {
-  return tokenizer_ ? tokenizer_->decode({id}, false) : std::to_string(id);
+  if (job_.tokens_as_ids || !tokenizer_) return "token_id:" + std::to_string(id);
+  return tokenizer_->decode({id}, false);
 }
 
 json ResponseBuilder::chunk(json choice) const {
@@ -65,22 +66,19 @@ json ResponseBuilder::logprobs_json(Choice& c, const std::vector<engine::TokenLo
           {"text_offset", offsets}};
 }
 
-std::vector<json> ResponseBuilder::opening_chunks() const {
-  std::vector<json> out;
-  if (job_.kind != ApiKind::chat) return out;
-  for (size_t i = 0; i < choices_.size(); ++i)
-    out.push_back(chunk({{"index", i},
-                         {"delta", {{"role", "assistant"}, {"content", ""}}},
-                         {"logprobs", nullptr},
-                         {"finish_reason", nullptr}}));
-  return out;
-}
-
 std::vector<json> ResponseBuilder::add(size_t prompt_index, const engine::SequenceOutput& o) {
   const size_t index = prompt_index * static_cast<size_t>(job_.n) + static_cast<size_t>(o.index);
   Choice& c = choices_.at(index);
   cached_tokens_[prompt_index] = std::max(cached_tokens_[prompt_index], o.cached_prompt_tokens);
   output_tokens_[index] = o.output_tokens;
+  std::vector<json> out;
+  // A chat stream opens each choice with its role, once it has its first token (so that a
+  // client timing the first chunk times the first token).
+  if (!c.started && job_.stream && job_.kind == ApiKind::chat)
+    out.push_back(chunk({{"index", index},
+                         {"delta", {{"role", "assistant"}, {"content", ""}}},
+                         {"logprobs", nullptr},
+                         {"finish_reason", nullptr}}));
   std::string delta;
   if (!c.started && job_.echo) {
     delta = job_.prompt_texts.at(prompt_index);
@@ -89,6 +87,7 @@ std::vector<json> ResponseBuilder::add(size_t prompt_index, const engine::Sequen
   c.started = true;
   delta += o.text;
   c.text += delta;
+  c.token_ids.insert(c.token_ids.end(), o.tokens.begin(), o.tokens.end());
   const bool with_logprobs = job_.logprobs >= 0 && !o.logprobs.empty();
   json lp = with_logprobs ? logprobs_json(c, o.logprobs) : json(nullptr);
   if (with_logprobs && !job_.stream) {
@@ -105,7 +104,7 @@ std::vector<json> ResponseBuilder::add(size_t prompt_index, const engine::Sequen
   if (!job_.stream) return {};
   // A token whose text is still held back (part of a UTF-8 character or of a possible stop string)
   // still gets its chunk: clients time tokens by chunks.
-  if (delta.empty() && o.tokens.empty() && !o.finished()) return {};
+  if (delta.empty() && o.tokens.empty() && !o.finished()) return out;
   json choice;
   if (job_.kind == ApiKind::chat) {
     choice = {{"index", index},
@@ -116,7 +115,9 @@ std::vector<json> ResponseBuilder::add(size_t prompt_index, const engine::Sequen
     choice = {{"index", index}, {"text", delta}, {"logprobs", lp}, {"finish_reason", finish}};
   }
   if (o.finished()) choice["stop_reason"] = stop_reason;
-  return {chunk(std::move(choice))};
+  if (job_.return_token_ids) choice["token_ids"] = o.tokens;
+  out.push_back(chunk(std::move(choice)));
+  return out;
 }
 
 json ResponseBuilder::usage() const {
@@ -158,6 +159,7 @@ json ResponseBuilder::final_response() const {
                          {"logprobs", lp},
                          {"finish_reason", c.finish},
                          {"stop_reason", stop_reason}});
+    if (job_.return_token_ids) choices.back()["token_ids"] = c.token_ids;
   }
   return {{"id", id_},
           {"object", job_.kind == ApiKind::chat ? "chat.completion" : "text_completion"},

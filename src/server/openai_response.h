@@ -19,8 +19,6 @@ class ResponseBuilder {
   ResponseBuilder(const ApiJob& job, std::string id, std::string model,
                   const tokenizer::Tokenizer* tokenizer, int64_t created_unix_s);
 
-  // Chat streams open each choice with its role.
-  std::vector<nlohmann::json> opening_chunks() const;
   // Records one engine output of prompt `prompt_index`; returns the chunks to stream for it.
   std::vector<nlohmann::json> add(size_t prompt_index, const engine::SequenceOutput& output);
   nlohmann::json final_response() const;  // the whole body, once every choice finished
@@ -32,6 +30,7 @@ class ResponseBuilder {
   struct Choice {
     std::string text;
     std::vector<engine::TokenLogprob> logprobs;
+    std::vector<int32_t> token_ids;
     std::string finish, stop_reason;
     int text_offset = 0;  // completions logprobs: where the next token's text starts
     bool started = false;

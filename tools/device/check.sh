@@ -42,7 +42,8 @@
 #                     (profile.{log,json,md}, profile_trace.json; PROFILE_ARGS replace the default
 #                     `--shape llama-3.2-1b`)
 #   SERVE=1           also the serving engine's benchmarks (serve_bench below; serve.tar.gz)
-#   SERVE_SHAPE, SERVE_PROMPTS, SERVE_PEER_PROMPTS  its model shape and prompt counts
+#   SERVE_SHAPE, SERVE_PROMPTS, SERVE_PEER_PROMPTS  its model shape and prompt counts;
+#                     SERVE_PEER=0 skips the transformers peer
 #   TESTS=0           skip the GPU and Python tests (for benchmark-only calls)
 #   BASELINE=0        skip `bench ceilings` and the engine decode step
 #   BRAID_GIT_COMMIT  commit recorded in the JSON when the tree travels without .git
@@ -232,6 +233,12 @@ serve_bench() {
   mkdir -p "$dir"
   "$BIN/braidinfer" bench throughput --shape "$shape" --input-len 1024 --output-len 128 \
     --num-prompts "${SERVE_PROMPTS:-1000}" --json "$dir/throughput.json" 2>&1 | tee "$dir/throughput.log"
+  # The same load as the transformers peer's, and one prompt alone (its prefill step's own time).
+  "$BIN/braidinfer" bench throughput --shape "$shape" --input-len 1024 --output-len 128 \
+    --num-prompts "${SERVE_PEER_PROMPTS:-200}" --quick-ceilings --json "$dir/throughput_peer_load.json" 2>&1 |
+    tee "$dir/throughput_peer_load.log"
+  "$BIN/braidinfer" bench throughput --shape "$shape" --input-len 1024 --output-len 2 \
+    --num-prompts 4 --quick-ceilings --json "$dir/prefill_alone.json" 2>&1 | tee "$dir/prefill_alone.log"
   "$BIN/braidinfer" bench decode --shape "$shape" --batch 1 --context 1088 \
     --json "$dir/decode_b1.json" 2>&1 | tee "$dir/decode_b1.log"
   local tok=()
@@ -251,8 +258,11 @@ serve_bench() {
     --max-concurrency 64 --vocab-size 128000 --json "$dir/serve_c64.json" 2>&1 | tee "$dir/serve_c64.log" || rc=1
   python3 tools/device/prefix_ttft.py --base-url "$url" --prefix-len 2000 --json "$dir/prefix_ttft.json" \
     2>&1 | tee "$dir/prefix_ttft.log" || rc=1
+  python3 tools/device/serve_load_test.py --base-url "$url" --json "$dir/load_test.json" \
+    2>&1 | tee "$dir/load_test.log" || rc=1
   curl -s "$url/metrics" > "$dir/metrics.txt" || true
   kill "$pid"; wait "$pid" || true
+  if [[ "${SERVE_PEER:-1}" == 0 ]]; then return $rc; fi
   BRAIDINFER_LIBRARY="$BIN/libbraid.so" PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}" \
     python3 -m braidinfer.compare_throughput --shape "$shape" --input-len 1024 --output-len 128 \
     --num-prompts "${SERVE_PEER_PROMPTS:-200}" --json "$dir/peer_transformers.json" 2>&1 |

@@ -32,12 +32,18 @@ bool is_content(const json& chunk) {
   if (choices == chunk.end() || !choices->is_array() || choices->empty()) return false;
   const json& c = choices->front();
   if (!c.is_object()) return false;
-  if (nonempty_string(c, "text")) return true;
+  // Completions: a chunk's text may be empty and still stand for a token (one that ends inside a
+  // UTF-8 character, a special token): vLLM's benchmark counts it too.
+  if (const auto text = c.find("text"); text != c.end() && text->is_string()) return true;
   const auto delta = c.find("delta");
-  if (delta != c.end() && delta->is_object() &&
-      (nonempty_string(*delta, "content") || nonempty_string(*delta, "reasoning_content") ||
-       nonempty_string(*delta, "reasoning")))
-    return true;
+  if (delta != c.end() && delta->is_object()) {
+    if (nonempty_string(*delta, "content") || nonempty_string(*delta, "reasoning_content") ||
+        nonempty_string(*delta, "reasoning"))
+      return true;
+    // Chat: an empty content is a token too, unless the chunk only opens the message (role).
+    const auto content = delta->find("content");
+    if (content != delta->end() && content->is_string() && !delta->contains("role")) return true;
+  }
   return carries_tokens(c);
 }
 

@@ -3,8 +3,10 @@
 // arrives and the token counts of the final usage chunk. Transport-free (bytes and arrival times
 // in, timings out), so the rules are tested without a socket.
 //
-// A content event is a chunk whose first choice carries generated text (completions: "text";
-// chat: delta "content", "reasoning_content" or "reasoning") or tokens ("token_ids", "logprobs").
+// A content event is a chunk whose first choice carries generated text or a token: completions
+// "text" (even empty, as vLLM counts it: a token may decode to nothing yet); chat delta "content",
+// "reasoning_content" or "reasoning" (an empty content counts unless the chunk opens the message
+// with its role); or "token_ids" / "logprobs".
 // A chat stream's opening role-only delta and a finish_reason-only chunk carry nothing generated,
 // so they neither start TTFT nor add an ITL gap. (vLLM's client counts any chunk with choices;
 // the difference only shows with servers that send the role chunk before the first token.)

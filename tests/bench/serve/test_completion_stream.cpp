@@ -77,6 +77,19 @@ TEST(ServeStream, ChatRoleAndFinishChunksAreNotContent) {
   EXPECT_DOUBLE_EQ(r.itl_ms[0], 5.0);
 }
 
+TEST(ServeStream, AnEmptyTextIsStillAToken) {
+  // Completions: a token whose text is held back (part of a UTF-8 character) comes as "".
+  CompletionStream s(t0);
+  s.feed("data: {\"choices\":[{\"index\":0,\"text\":\"\"}]}\n\n", at(7));
+  s.feed("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\"}}]}\n\n", at(9));
+  s.feed("data: [DONE]\n\n", at(10));
+  s.finish(at(10));
+  const RequestResult r = s.result(1);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_DOUBLE_EQ(r.ttft_ms, 7.0);
+  EXPECT_EQ(s.content_events(), 2);
+}
+
 TEST(ServeStream, AnEmptyTextWithTokenIdsIsStillAToken) {
   // A token that ends inside a UTF-8 character decodes to "" but was generated.
   CompletionStream s(t0);
