@@ -233,4 +233,13 @@ struct LoopControlStmt : Stmt {  // break / continue
   LoopControlStmt(StmtKind k, uint32_t p) : Stmt(k, p) {}
 };
 
+// ------------------------------------------------------------------------------ tree walks
+// The names a subtree reads as variables: the parser asks whether a loop body uses `loop` and
+// whether a macro uses `varargs`, `kwargs` or `caller`. (A scan of the source is enough: extra
+// names only cost a loop object or accept arguments jinja2 would refuse.)
+void collect_names(const Expr* e, std::vector<std::string>& out);
+void collect_body(const Body& body, std::vector<std::string>& out);
+// 1 + the height of the node's tallest child (children's depth fields already set).
+uint32_t height(const Expr* e);
+
 }  // namespace braid::chat::jinja
