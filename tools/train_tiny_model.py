@@ -29,6 +29,10 @@ FORTUNES = "/usr/share/games/fortunes"
 SKIP_FILES = {"ascii-art"}  # pictures, not prose
 
 EOT = "<|endoftext|>"
+# The model was trained on plain text, not on conversations: its chat template only joins the
+# messages' contents, with no markers and an empty generation prompt, so the server's chat
+# endpoint can be exercised on it (the reply continues the last message's text).
+CHAT_TEMPLATE = "{% for message in messages %}{{ message['content'] }}{% endfor %}"
 # The Llama-3 pre-tokenizer split (letters, 1-3 digit groups, punctuation runs, whitespace),
 # followed by a byte-level mapping without its own regex: the same tokenizer.json shape as the
 # Llama-3 and Qwen tokenizers the engine reads.
@@ -100,6 +104,7 @@ def train_tokenizer(docs, out_dir):
     # Let transformers write tokenizer.json + tokenizer_config.json in the form it reads back.
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=EOT, eos_token=EOT,
                                    model_max_length=512)
+    fast.chat_template = CHAT_TEMPLATE
     fast.save_pretrained(out_dir)
     back = AutoTokenizer.from_pretrained(out_dir)
     for text in PROMPTS + ["Hello,  world!\n\tIt's 2024 -- café"]:
@@ -292,6 +297,12 @@ heads and {cfg['num_key_value_heads']} KV heads of {cfg['head_dim']}, intermedia
 `<|endoftext|>` = {result['eos_token_id']} is BOS and EOS; the Llama-3 split regex, then
 ByteLevel; no BOS is added when encoding), both trained from scratch by
 `tools/train_tiny_model.py`.
+
+**Chat template** (`chat_template` in `tokenizer_config.json`): deliberately trivial, since the
+model never saw a conversation: each message's content, one after the other, with no role
+markers and an empty generation prompt (`{CHAT_TEMPLATE}`). It exists so the
+server's chat endpoint and `braidinfer generate --chat` can be tested on this model; the reply
+continues the text of the last message.
 
 **Training text**: the fortune cookie files of the Debian packages `fortunes` and `fortunes-min`
 (`/usr/share/games/fortunes`; copyright and licence in `/usr/share/doc/fortunes/copyright`),

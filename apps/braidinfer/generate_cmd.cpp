@@ -4,12 +4,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "braid/buffer.h"
 #include "braid/error.h"
+#include "chat/chat_template.h"
 #include "commands.h"
 #include "engine/engine.h"
 #include "engine/generate.h"
@@ -34,6 +36,8 @@ struct GenerateArgs {
   bool ignore_eos = false;
   bool no_special = false;
   bool print_ids = false;
+  bool chat = false;   // --prompt is a user message, put through the model's chat template
+  std::string system;  // --chat's optional system message
 };
 
 Device parse_device(const std::string& name) {
@@ -82,6 +86,17 @@ int run_generate(const GenerateArgs& a) {
   std::vector<int32_t> prompt;
   if (!a.prompt_ids.empty()) {
     prompt = parse_ids(a.prompt_ids);
+  } else if (a.chat) {
+    // The template writes the special tokens (BOS, role markers) itself: none are added again.
+    const chat::ChatTemplate templ = chat::ChatTemplate::from_dir(a.model);
+    nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+    if (!a.system.empty()) messages.push_back({{"role", "system"}, {"content", a.system}});
+    messages.push_back({{"role", "user"}, {"content", a.prompt}});
+    chat::RenderOptions render;
+    render.add_generation_prompt = true;
+    const std::string text = templ.render(messages, render);
+    tok = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::from_dir(a.model));
+    prompt = tok->encode(text, /*add_special_tokens=*/false);
   } else {
     tok = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::from_dir(a.model));
     prompt = tok->encode(a.prompt, !a.no_special);
@@ -95,7 +110,7 @@ int run_generate(const GenerateArgs& a) {
   std::unique_ptr<tokenizer::StreamDecoder> stream;
   if (tok) {
     stream = std::make_unique<tokenizer::StreamDecoder>(*tok, /*skip_special_tokens=*/true);
-    fmt::print("{}", a.prompt);
+    if (!a.chat) fmt::print("{}", a.prompt);  // a chat reply is shown alone
   }
   std::fflush(stdout);
   auto on_token = [&](int32_t id) {
@@ -142,6 +157,11 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   g->add_flag("--ignore-eos", a->ignore_eos, "Do not stop at end-of-text tokens");
   g->add_flag("--no-special", a->no_special, "Do not add the tokenizer's special tokens (BOS)");
   g->add_flag("--print-ids", a->print_ids, "Print token ids instead of text");
+  auto* chat = g->add_flag("--chat", a->chat,
+                           "Treat --prompt as a user message and apply the model's chat template "
+                           "(add_generation_prompt on; the template adds the special tokens)");
+  chat->excludes(ids);
+  g->add_option("--system", a->system, "System message for --chat")->needs(chat);
   g->callback([a, &exit_code] {
     if (a->prompt.empty() && a->prompt_ids.empty())
       throw Error(ErrorKind::invalid_argument, "generate: give --prompt or --prompt-ids");
