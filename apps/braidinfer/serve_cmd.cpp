@@ -13,6 +13,7 @@
 #include "commands.h"
 #include "engine/engine.h"
 #include "engine/engine_loop.h"
+#include "server/chat_renderer.h"
 #include "server/http_server.h"
 
 namespace braid::cli {
@@ -88,6 +89,9 @@ int run_serve(const ServeArgs& a) {
   const std::string base = std::filesystem::path(source).lexically_normal().filename().string();
   sc.model_names = {a.served_model_name.empty() ? source : a.served_model_name, source, base};
   sc.max_request_bytes = a.max_request_bytes;
+  sc.render_chat = server::chat_renderer(a.model);
+  if (!a.model.empty() && !sc.render_chat)
+    fmt::print(stderr, "braidinfer serve: {} has no chat template: /v1/chat/completions answers 400\n", a.model);
   server::HttpServer http(loop, sc);
   const int port = http.bind();
   fmt::print(stderr, "braidinfer serve: model '{}' at http://{}:{}/v1 (Ctrl-C stops)\n",

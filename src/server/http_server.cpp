@@ -32,10 +32,10 @@ void send_error(httplib::Response& res, int status, const std::string& message,
   send_json(res, status, ApiError::error_body(status, message, param, type));
 }
 
-json parse_body(const httplib::Request& req) {
+nlohmann::ordered_json parse_body(const httplib::Request& req) {
   if (req.body.empty()) throw ApiError(400, "the request body is empty; send a JSON object");
   try {
-    return json::parse(req.body);
+    return nlohmann::ordered_json::parse(req.body);
   } catch (const json::parse_error& e) {
     throw ApiError(400, std::string("the request body is not valid JSON: ") + e.what());
   }
@@ -141,7 +141,7 @@ struct HttpServer::Impl {
   }
 
   void generate(const httplib::Request& req, httplib::Response& res, ApiKind kind) {
-    const json body = parse_body(req);
+    const nlohmann::ordered_json body = parse_body(req);
     ApiJob parsed = kind == ApiKind::chat ? parse_chat_request(body, api)
                                           : parse_completion_request(body, api);
     auto job = std::make_shared<Job>(std::move(parsed), new_id(kind == ApiKind::chat ? "chatcmpl" : "cmpl"),
@@ -197,12 +197,12 @@ struct HttpServer::Impl {
   }
 
   void tokenize(const httplib::Request& req, httplib::Response& res) {
-    const json body = parse_body(req);
+    const nlohmann::ordered_json body = parse_body(req);
     if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
     check_model(body, api);
     std::vector<int32_t> ids;
     if (body.contains("messages")) {
-      json chat = body;
+      nlohmann::ordered_json chat = body;
       chat.erase("max_tokens");
       chat["max_tokens"] = 1;
       ids = parse_chat_request(chat, api).requests.at(0).prompt;
@@ -221,13 +221,13 @@ struct HttpServer::Impl {
   }
 
   void detokenize(const httplib::Request& req, httplib::Response& res) {
-    const json body = parse_body(req);
+    const nlohmann::ordered_json body = parse_body(req);
     if (!body.is_object() || !body.contains("tokens") || !body["tokens"].is_array())
       throw ApiError(400, "'tokens' (a list of token ids) is required", "tokens");
     check_model(body, api);
     if (!api.tokenizer) throw ApiError(400, "the model folder has no tokenizer.json");
     std::vector<int32_t> ids;
-    for (const json& t : body["tokens"]) {
+    for (const auto& t : body["tokens"]) {
       if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= api.vocab_size)
         throw ApiError(400, "token " + t.dump() + " is not an id in [0, " +
                                 std::to_string(api.vocab_size) + ")", "tokens");
@@ -308,6 +308,10 @@ HttpServer::HttpServer(engine::EngineLoop& loop, ServerConfig config)
   s.http.set_read_timeout(60);
   s.http.set_write_timeout(60);
   s.http.set_tcp_nodelay(true);
+  // Clients keep one connection for many requests (benchmarks, SDKs): httplib's default closes it
+  // after 5.
+  s.http.set_keep_alive_max_count(100000);
+  s.http.set_keep_alive_timeout(30);
   s.routes();
 }
 

@@ -11,7 +11,7 @@ namespace braid::server {
 
 namespace {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;
 
 constexpr int kMaxPrompts = 64;      // prompts in one completions request
 constexpr int kMaxStopStrings = 16;

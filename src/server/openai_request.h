@@ -1,6 +1,9 @@
 // OpenAI request bodies (/v1/completions, /v1/chat/completions) into engine requests. Every field
 // is type- and range-checked; a bad one is an ApiError (400) that names it.
 //
+// Request bodies are ordered_json: a chat template's tojson must print tools and arguments in the
+// client's key order, as transformers does.
+//
 // Besides OpenAI's fields these take vLLM's extensions that users of such servers rely on:
 // top_k, min_p, repetition_penalty, min_tokens, ignore_eos, stop_token_ids, skip_special_tokens,
 // include_stop_str_in_output, add_special_tokens, chat_template_kwargs, add_generation_prompt.
@@ -21,9 +24,9 @@ namespace braid::server {
 struct ApiContext {
   // Renders a chat (messages, tools or null, the template's extra variables) into the prompt
   // text. Throws braid::Error for a template error (a raise_exception, say).
-  using Renderer = std::function<std::string(const nlohmann::json& messages,
-                                             const nlohmann::json& tools,
-                                             const nlohmann::json& kwargs,
+  using Renderer = std::function<std::string(const nlohmann::ordered_json& messages,
+                                             const nlohmann::ordered_json& tools,
+                                             const nlohmann::ordered_json& kwargs,
                                              bool add_generation_prompt)>;
   const tokenizer::Tokenizer* tokenizer = nullptr;  // null: prompts must be token ids
   Renderer render_chat;                             // empty: the model has no chat template
@@ -53,10 +56,10 @@ struct ApiJob {
   bool chat_logprobs = false;
 };
 
-ApiJob parse_completion_request(const nlohmann::json& body, const ApiContext& context);
-ApiJob parse_chat_request(const nlohmann::json& body, const ApiContext& context);
+ApiJob parse_completion_request(const nlohmann::ordered_json& body, const ApiContext& context);
+ApiJob parse_chat_request(const nlohmann::ordered_json& body, const ApiContext& context);
 
 // Checks "model" (absent is fine) against the served names: 404 for another model.
-void check_model(const nlohmann::json& body, const ApiContext& context);
+void check_model(const nlohmann::ordered_json& body, const ApiContext& context);
 
 }  // namespace braid::server

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine_loop.h"
+#include "server/chat_renderer.h"
 #include "server/http_server.h"
 
 namespace braid::test {
@@ -29,6 +30,7 @@ class TestServer {
     sc.host = "127.0.0.1";
     sc.port = 0;
     if (sc.model_names.empty()) sc.model_names = {"tiny"};
+    if (!sc.render_chat) sc.render_chat = server::chat_renderer(model);
     http_ = std::make_unique<server::HttpServer>(*loop_, sc);
     port_ = http_->bind();
     thread_ = std::thread([this] { http_->serve(); });

@@ -84,6 +84,9 @@ ServeClient::ServeClient(const ClientOptions& opts)
   http_->set_connection_timeout(us);
   http_->set_read_timeout(us);
   http_->set_keep_alive(true);
+  // A request goes out in two writes (headers, body): with Nagle's algorithm the second waits for
+  // the server's delayed ACK, 40 ms on Linux, on every request of a kept-alive connection.
+  http_->set_tcp_nodelay(true);
   if (!opts.api_key.empty()) http_->set_bearer_token_auth(opts.api_key);
 }
 
