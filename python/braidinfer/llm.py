@@ -126,6 +126,8 @@ def _prompt_fields(p) -> dict:
         if "prompt_token_ids" in out and out["prompt_token_ids"] is not None:
             out["prompt_token_ids"] = [operator.index(t) for t in out["prompt_token_ids"]]
         return out
+    if hasattr(p, "tolist"):
+        p = p.tolist()
     if isinstance(p, (list, tuple)):
         return {"prompt_token_ids": [operator.index(t) for t in p]}
     raise TypeError(f"LLM.generate: a prompt must be a str, a list of token ids or a dict with "
@@ -134,6 +136,8 @@ def _prompt_fields(p) -> dict:
 
 def _prompt_list(prompts) -> list:
     """A single prompt (text, dict, or one list of token ids) or a list of them."""
+    if hasattr(prompts, "tolist") and not isinstance(prompts, (str, dict)):
+        prompts = prompts.tolist()  # a NumPy array or a torch tensor of token ids
     if isinstance(prompts, (str, dict)) or _is_token_ids(prompts):
         return [prompts]
     if isinstance(prompts, (list, tuple)):
@@ -171,6 +175,15 @@ def _request_output(request_id: str, r: dict) -> RequestOutput:
     return RequestOutput(request_id=request_id, prompt=r["prompt"],
                          prompt_token_ids=r["prompt_token_ids"], outputs=outputs,
                          num_cached_tokens=r["num_cached_tokens"])
+
+
+def _json_default(o):
+    """NumPy (and other) integer and float scalars in prompts or SamplingParams."""
+    if hasattr(o, "__index__"):
+        return operator.index(o)
+    if hasattr(o, "__float__"):
+        return float(o)
+    raise TypeError(f"LLM.generate: a {type(o).__name__} cannot be sent to the library")
 
 
 def _take_string(ptr: ctypes.c_void_p) -> str:
@@ -323,7 +336,7 @@ class LLM:
                     raise TypeError(f"LLM.generate: sampling_params[{i}] is a "
                                     f"{type(p).__name__}, not a SamplingParams")
         requests = [{**_prompt_fields(p), **sp._to_request()} for p, sp in zip(items, params)]
-        text = json.dumps(requests, ensure_ascii=False).encode("utf-8")
+        text = json.dumps(requests, ensure_ascii=False, default=_json_default).encode("utf-8")
         with self._lock:
             results = json.loads(self._call_string("braid_llm_generate", text))
             first = self._next_request

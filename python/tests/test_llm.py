@@ -209,3 +209,13 @@ def test_close_context_manager_and_del(library):
     dropped = LLM(MODEL, **CPU)
     del dropped  # __del__ frees it
     gc.collect()
+
+
+def test_numpy_prompts_and_parameters(llm):
+    np = pytest.importorskip("numpy")
+    ids = np.array([317, 3119, 290], dtype=np.int64)
+    [one] = llm.generate(ids, greedy(np.int32(5), ignore_eos=True))
+    assert one.prompt_token_ids == [317, 3119, 290] and len(one.outputs[0].token_ids) == 5
+    two = llm.generate(np.stack([ids, ids]), SamplingParams(seed=np.int64(4), max_tokens=5,
+                                                            temperature=np.float32(0.7)))
+    assert len(two) == 2 and two[0].outputs[0].token_ids == two[1].outputs[0].token_ids
