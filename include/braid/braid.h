@@ -401,6 +401,81 @@ BRAID_API braid_status braid_moe_fp8_block_scale(
     int intermediate_terms, const braid_tensor* workspace, const braid_tensor* output,
     void* stream);
 
+/* ---- offline inference: the serving engine (continuous batching, paged KV cache, prefix cache)
+ * behind JSON, as vLLM's LLM class offers it. Options, requests and results are JSON text so the
+ * ABI stays small and can grow without breaking; every string in and out is UTF-8.
+ *
+ * Calls on one braid_llm are serialised (a mutex), so it may be shared between threads; they do
+ * not run concurrently. Strings the library returns are freed with braid_free_string(). On an
+ * error status every char** output is set to NULL and nothing is left allocated. ---- */
+
+typedef struct braid_llm braid_llm;
+
+/* Loads a Hugging Face model folder (config.json, safetensors, optionally tokenizer.json) and
+ * starts an engine on it. options_json: NULL, "" or a JSON object whose keys are all optional:
+ *   "device"                  "cpu" | "cuda" | "cuda:N" | "auto" (default: CUDA when usable)
+ *   "dtype"                   "auto" (default: f32 on the CPU, the checkpoint's 16-bit type on
+ *                             CUDA) or a dtype name ("float32", "bfloat16", "f16", ...)
+ *   "max_model_len"           tokens of context, prompt and output together (default: the
+ *                             config's max_position_embeddings, at most 8192; never more than it)
+ *   "max_num_seqs"            sequences in one step (256)
+ *   "max_num_batched_tokens"  tokens in one step (2048)
+ *   "gpu_memory_utilization"  share of the free GPU memory the KV pool takes, in (0, 1] (0.9)
+ *   "num_kv_pages"            KV pool size in pages of 16 tokens; overrides the above (0: auto)
+ *   "enable_prefix_caching"   true | false (true)
+ *   "cuda_graphs"             true | false (true)
+ *   "seed"                    integer: requests without a seed draw theirs from a generator
+ *                             seeded with it, so a run repeats (default: a random seed each)
+ * An unknown key, a wrong type or a value out of range is BRAID_ERR_INVALID_ARGUMENT naming the
+ * key; "cuda" without a usable GPU is BRAID_ERR_UNSUPPORTED; a missing or malformed model folder is
+ * BRAID_ERR_IO (or the error of what failed). On success *out owns the engine. */
+BRAID_API braid_status braid_llm_create(const char* model_dir, const char* options_json,
+                                        braid_llm** out);
+
+/* Frees the engine and its memory (NULL is a no-op). */
+BRAID_API void braid_llm_destroy(braid_llm* llm);
+
+/* Runs a list of requests to completion, batched together, and returns their results in input
+ * order. requests_json: a JSON list of objects, each with exactly one of
+ *   "prompt"            text (encoded with the model's tokenizer), or
+ *   "prompt_token_ids"  a list of token ids,
+ * and optionally (vLLM's SamplingParams, with its defaults; null means the default):
+ *   "add_special_tokens" bool (true; text prompts), "n" (1), "temperature" (1.0; 0 = greedy),
+ *   "top_p" (1.0), "top_k" (0 or -1 = no limit), "min_p" (0), "seed" (integer or null),
+ *   "presence_penalty", "frequency_penalty" (0, in [-2, 2]), "repetition_penalty" (1, in (0, 2]),
+ *   "max_tokens" (16 when absent; null = as many as the context leaves), "min_tokens" (0),
+ *   "stop" (a string or a list of strings), "stop_token_ids" (a list of ids), "ignore_eos"
+ *   (false), "logprobs" (null = none; k in [0, 20]: the sampled token and the k most likely),
+ *   "skip_special_tokens" (true), "include_stop_str_in_output" (false).
+ * *results_json: a JSON list, one object per request:
+ *   {"prompt": text or null, "prompt_token_ids": [...], "num_cached_tokens": N,
+ *    "outputs": [{"index": i, "text": "...", "token_ids": [...],
+ *                 "cumulative_logprob": x or null,
+ *                 "logprobs": null or one entry per token: {"token_id": t, "logprob": x,
+ *                              "decoded_token": "...", "top": [{"token_id": t, "logprob": x,
+ *                              "decoded_token": "..."}, ...] (most likely first)},
+ *                 "finish_reason": "stop" | "length", "stop_reason": null | "string" | id}, ...]}
+ * (n outputs, by index). Every request is checked before any runs: a bad one (JSON, a field's
+ * type or range, a prompt too long for the context) is BRAID_ERR_INVALID_ARGUMENT naming
+ * "requests[i].field", and nothing runs. */
+BRAID_API braid_status braid_llm_generate(braid_llm* llm, const char* requests_json,
+                                          char** results_json);
+
+/* The model's token ids for `text` as a JSON list ("[1, 2, 3]"). */
+BRAID_API braid_status braid_llm_tokenize(braid_llm* llm, const char* text,
+                                          int add_special_tokens, char** ids_json);
+
+/* The text of `count` token ids (ids may be NULL when count is 0). */
+BRAID_API braid_status braid_llm_detokenize(braid_llm* llm, const int32_t* ids, int64_t count,
+                                            int skip_special_tokens, char** text);
+
+/* What the engine runs, as a JSON object: "device", "dtype", "max_model_len", "vocab_size",
+ * "num_kv_pages", "page_size", "eos_token_ids", "architecture", "has_tokenizer". */
+BRAID_API braid_status braid_llm_info(braid_llm* llm, char** info_json);
+
+/* Frees a string returned by a braid_llm_* call (NULL is a no-op). */
+BRAID_API void braid_free_string(char* s);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -7,6 +7,13 @@ ctypes and libbraid.so (no build step against PyTorch; torch and numpy are both 
     y = braidinfer.rms_norm(x, w, 1e-6)            # allocates y
     braidinfer.rms_norm(x, w, 1e-6, out=x)         # in place
 
+Offline inference with the serving engine, as vLLM's LLM class (see llm.py):
+
+    from braidinfer import LLM, SamplingParams
+    llm = LLM("models/tiny-fortunes", device="cpu")
+    outs = llm.generate(["The meaning of life is"], SamplingParams(temperature=0, max_tokens=32))
+    outs[0].outputs[0].text
+
 libbraid.so is found through $BRAIDINFER_LIBRARY, else braidinfer/lib/, else the newest
 <repo>/build*/libbraid.so; it is loaded on the first call.
 """
@@ -20,6 +27,7 @@ from ._library import (
     status_string,
     version,
 )
+from .llm import LLM, CompletionOutput, Logprob, RequestOutput, SamplingParams
 from .ops import (
     RopeConfig,
     add_rms_norm,
@@ -52,6 +60,11 @@ from .ops import (
 
 __all__ = [
     "BraidError",
+    "CompletionOutput",
+    "LLM",
+    "Logprob",
+    "RequestOutput",
+    "SamplingParams",
     "Status",
     "RopeConfig",
     "add_rms_norm",

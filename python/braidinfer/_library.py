@@ -143,6 +143,22 @@ _PROTOTYPES = {
         [_T, _T, _T, _T, _T, _T, _T, _T, ctypes.c_int, ctypes.c_float, ctypes.c_int,
          ctypes.c_int, ctypes.c_int, ctypes.c_int, _T, _T, _S],
     ),
+    # offline inference (llm.py): JSON in, JSON out; returned strings are freed by the caller
+    "braid_llm_create": (
+        ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]),
+    "braid_llm_destroy": (None, [ctypes.c_void_p]),
+    "braid_llm_generate": (
+        ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]),
+    "braid_llm_tokenize": (
+        ctypes.c_int,
+        [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_void_p)]),
+    "braid_llm_detokenize": (
+        ctypes.c_int,
+        [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int32), ctypes.c_int64, ctypes.c_int,
+         ctypes.POINTER(ctypes.c_void_p)]),
+    "braid_llm_info": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]),
+    # c_void_p, not c_char_p: ctypes would copy a c_char_p result and lose the pointer to free
+    "braid_free_string": (None, [ctypes.c_void_p]),
 }
 
 _lock = threading.Lock()

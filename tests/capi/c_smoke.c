@@ -1,5 +1,6 @@
 /* Compiled as C99 against libbraid.so: proves braid.h is plain C and the exported symbols link.
- * Runs rms_norm on the CPU through descriptors and checks one error path. Exit 0 = pass. */
+ * Runs rms_norm on the CPU through descriptors, checks one error path and that the braid_llm_*
+ * functions link. Exit 0 = pass. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -63,6 +64,19 @@ int main(void) {
   expect(st == BRAID_ERR_SHAPE, "a wrong weight shape returns BRAID_ERR_SHAPE");
   expect(strstr(braid_last_error_message(), "weight") != NULL, "the message names 'weight'");
   expect(strcmp(braid_status_string(BRAID_ERR_SHAPE), "BRAID_ERR_SHAPE") == 0, "status string");
+
+  /* The offline-inference entry points link from C; a NULL folder is an error, not a crash. */
+  {
+    braid_llm* llm = NULL;
+    char* out = NULL;
+    st = braid_llm_create(NULL, "{\"device\": \"cpu\"}", &llm);
+    expect(st == BRAID_ERR_INVALID_ARGUMENT && llm == NULL, "braid_llm_create(NULL) fails");
+    expect(strstr(braid_last_error_message(), "model_dir") != NULL, "the message names model_dir");
+    st = braid_llm_generate(NULL, "[]", &out);
+    expect(st == BRAID_ERR_INVALID_ARGUMENT && out == NULL, "braid_llm_generate(NULL) fails");
+    braid_llm_destroy(NULL);
+    braid_free_string(NULL);
+  }
 
   if (failures == 0) printf("c_smoke: all checks passed\n");
   return failures == 0 ? 0 : 1;
