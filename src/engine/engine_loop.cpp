@@ -32,6 +32,11 @@ void RequestStream::fail(const std::string& error) {
   ready_.notify_all();
 }
 
+int RequestStream::unfinished() const {
+  std::lock_guard lock(mutex_);
+  return unfinished_;
+}
+
 bool RequestStream::done() const {
   std::lock_guard lock(mutex_);
   return unfinished_ == 0 || !error_.empty();
@@ -110,11 +115,14 @@ void EngineLoop::run() {
       for (SequenceOutput& out : engine_->step()) {
         const auto it = streams_.find(out.request_id);
         if (it == streams_.end()) continue;
-        it->second->push(std::move(out));
-        if (it->second->done()) {
+        const std::shared_ptr<RequestStream> stream = it->second;
+        // The slot frees before the reader sees the end, so a client that sends its next request
+        // at once finds it free.
+        if (out.finished() && stream->unfinished() == 1) {
           streams_.erase(it);
           --in_flight_;
         }
+        stream->push(std::move(out));
       }
     } catch (const std::exception& e) {
       // A failed step (a CUDA error, say) leaves the engine in an unknown state: fail every

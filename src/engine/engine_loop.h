@@ -36,6 +36,7 @@ class RequestStream {
   void push(SequenceOutput output);  // engine thread
   void fail(const std::string& error);
   bool done() const;
+  int unfinished() const;  // choices not yet finished
 
  private:
   mutable std::mutex mutex_;

@@ -62,6 +62,9 @@ void LLMEngine::start(const EngineConfig& e) {
   if (!(e.gpu_memory_utilization > 0 && e.gpu_memory_utilization <= 1))
     bad_request("engine: gpu_memory_utilization must be in (0, 1]");
   max_model_len_ = default_context(model_config_, e.max_model_len);
+  if (model_config_.max_position_embeddings > 0 && max_model_len_ > model_config_.max_position_embeddings)
+    bad_request("engine: max_model_len " + std::to_string(max_model_len_) + " is past the model's " +
+                std::to_string(model_config_.max_position_embeddings) + " positions");
   eos_ids_.assign(model_config_.eos_token_ids.begin(), model_config_.eos_token_ids.end());
 
   RunnerConfig rc;

@@ -3,6 +3,7 @@
 // the server goes on, and 503 when the engine is full.
 #include <future>
 
+#include "engine/tiny_model.h"
 #include "server_fixture.h"
 #include "test_util.h"
 
@@ -98,6 +99,63 @@ TEST(ServerApi, TokenIdPromptsBatchedPromptsNLogprobsAndEcho) {
     for (const json& v : lp["token_logprobs"]) EXPECT_LE(v.get<double>(), 0.0);
   }
   EXPECT_EQ(batch["usage"]["prompt_tokens"], 2 + 1);
+}
+
+TEST(ServerApi, ChatCompletionWholeAndStreamedThroughTheTemplate) {
+  TestServer s;
+  // The embedded model's template concatenates the contents: its reply to one user message is
+  // the completion of that text.
+  const json msgs = {{{"role", "user"}, {"content", "The meaning of life is"}}};
+  auto [st, chat] = s.post("/v1/chat/completions", json{{"messages", msgs}, {"max_tokens", 20}, {"temperature", 0}});
+  ASSERT_EQ(st, 200) << chat.dump();
+  EXPECT_EQ(chat["object"], "chat.completion");
+  EXPECT_EQ(chat["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(chat["choices"][0]["message"]["content"], " a capacity.\n\t\t-- Gordon Light");
+  EXPECT_EQ(chat["usage"]["prompt_tokens"], 5);
+
+  auto cl = s.client();
+  auto r = cl.Post("/v1/chat/completions",
+                   json{{"messages", msgs}, {"max_tokens", 20}, {"temperature", 0}, {"stream", true},
+                        {"logprobs", true}, {"top_logprobs", 2}}
+                       .dump(),
+                   "application/json");
+  ASSERT_TRUE(r);
+  const auto events = sse_data(r->body);
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  const json first = json::parse(events[0]);
+  EXPECT_EQ(first["object"], "chat.completion.chunk");
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  std::string text;
+  int logprob_entries = 0;
+  for (size_t i = 1; i + 1 < events.size(); ++i) {
+    const json e = json::parse(events[i]);
+    const json& d = e["choices"][0]["delta"];
+    if (d.contains("content")) text += d["content"].get<std::string>();
+    if (e["choices"][0]["logprobs"].is_object())
+      for (const json& c : e["choices"][0]["logprobs"]["content"]) {
+        EXPECT_EQ(c["top_logprobs"].size(), 2u);
+        EXPECT_TRUE(c["bytes"].is_array());
+        ++logprob_entries;
+      }
+  }
+  EXPECT_EQ(text, chat["choices"][0]["message"]["content"]);
+  EXPECT_GT(logprob_entries, 0);
+
+  // The template's prompt, through /tokenize.
+  auto [ts, tok] = s.post("/tokenize", json{{"messages", msgs}});
+  ASSERT_EQ(ts, 200) << tok.dump();
+  EXPECT_EQ(tok["count"], 5);
+}
+
+TEST(ServerApi, ChatWithoutATemplateIsA400) {
+  TinyModelDir dir(TinyModelSpec{});  // no tokenizer, no template
+  TestServer s({}, 16, {}, dir.path());
+  auto [st, body] = s.post("/v1/chat/completions", json{{"messages", {{{"role", "user"}, {"content", "hi"}}}}});
+  EXPECT_EQ(st, 400);
+  EXPECT_NE(body.dump().find("no chat template"), std::string::npos) << body.dump();
+  auto [ok, done] = s.post("/v1/completions", json{{"prompt", {1, 2, 3}}, {"max_tokens", 2}});
+  EXPECT_EQ(ok, 200) << done.dump();
 }
 
 TEST(ServerApi, ModelsHealthVersionMetrics) {
