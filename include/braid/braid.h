@@ -244,6 +244,26 @@ BRAID_API braid_status braid_kv_append(const braid_tensor* k, const braid_tensor
                                        const braid_tensor* slots, const braid_tensor* k_pages,
                                        const braid_tensor* v_pages, void* stream);
 
+/* Copies the first kv_lens[b] tokens of each sequence b of a paged KV cache, in order, into
+ * contiguous ragged K and V (the layout braid_attention_prefill reads): rows cu_seqlens_kv[b] ..
+ * cu_seqlens_kv[b+1] of k_out / v_out are sequence b's tokens (token t: page
+ * page_table[b, t / page_size], offset t % page_size).
+ *   k_pages, v_pages [num_pages, page_size, kv_heads, head_dim] float, contiguous
+ *   page_table       [batch, max_pages_per_seq] i32, contiguous
+ *   kv_lens          [batch] i32, contiguous
+ *   cu_seqlens_kv    [batch + 1] i32, contiguous: 0, then cu[b+1] - cu[b] = kv_lens[b]
+ *   k_out, v_out     [total_kv >= cu[batch], kv_heads, head_dim] k_pages' dtype, contiguous;
+ *                    rows past cu[batch] are left as they are
+ * Index values are checked on the CPU only; on CUDA they are read on the device (no host
+ * synchronisation). */
+BRAID_API braid_status braid_paged_kv_gather(const braid_tensor* k_pages,
+                                             const braid_tensor* v_pages,
+                                             const braid_tensor* page_table,
+                                             const braid_tensor* kv_lens,
+                                             const braid_tensor* cu_seqlens_kv,
+                                             const braid_tensor* k_out, const braid_tensor* v_out,
+                                             void* stream);
+
 /* Mixture-of-experts router: p = softmax(logits[t, :]) in fp32; the k experts with the largest
  * logits, in descending order (ties: lower index first; NaN ranks last); topk_weights = their p,
  * divided by the sum of the k chosen p when renormalize is nonzero.

@@ -421,6 +421,27 @@ void kv_append(const Tensor& k, const Tensor& v, const Tensor& slots, const Tens
                const Tensor& v_pages, Stream stream = {});
 
 // ---------------------------------------------------------------------------------------------
+// paged_kv_gather: the first kv_lens[b] tokens of each sequence b of a paged cache, in order,
+// into contiguous ragged K and V: rows cu_seqlens_kv[b] .. cu_seqlens_kv[b+1] of k_out / v_out
+// are sequence b's tokens 0 .. kv_lens[b]-1 (token t of b lives in page page_table[b, t / page_size]
+// at offset t % page_size). The layout attention_prefill reads, for the prefill of a chunk that
+// follows cached tokens.
+//   kv             PagedKV as for attention(): k_pages / v_pages [num_pages, page_size, kv_heads,
+//                  head_dim] f32/f16/bf16, contiguous; page_table [batch, max_pages] i32,
+//                  contiguous (only a sequence's first ceil(kv_len / page_size) entries are read);
+//                  kv_lens [batch] i32, contiguous, each <= max_pages * page_size
+//   cu_seqlens_kv  [batch + 1] i32, contiguous: cu[0] = 0, cu[b+1] - cu[b] = kv_lens[b]
+//   k_out, v_out   [total_kv, kv_heads, head_dim] k_pages' dtype, contiguous; total_kv >= cu[batch];
+//                  rows past cu[batch] are left as they are
+// Shapes and dtypes are checked on every device; index values (cu_seqlens_kv, kv_lens, page ids)
+// on the CPU only, as attention(). On CUDA they are read on the device (one kernel for K and V,
+// no host synchronisation: graph-capturable); bad values there give wrong rows, never an access
+// out of bounds: a row past total_kv, a token past kv_lens[b] or the table's capacity, or a page
+// id outside [0, num_pages) is not written.
+void paged_kv_gather(const PagedKV& kv, const Tensor& cu_seqlens_kv, const Tensor& k_out,
+                     const Tensor& v_out, Stream stream = {});
+
+// ---------------------------------------------------------------------------------------------
 // attention_decode: one query token per sequence over a paged KV cache, as a decode step runs
 // it. The result is attention() with cu_seqlens_q = {0, 1, ..., batch} (causal and full agree
 // for one query): the query of sequence b sits at position kv_lens[b] - 1 and sees all its keys.

@@ -118,6 +118,7 @@ _PROTOTYPES = {
         [_T, _T, _T, _T, _T, ctypes.c_float, _T, _T, _T, _S],
     ),
     "braid_kv_append": (ctypes.c_int, [_T, _T, _T, _T, _T, _S]),
+    "braid_paged_kv_gather": (ctypes.c_int, [_T, _T, _T, _T, _T, _T, _T, _S]),
     "braid_moe_route_topk_softmax": (ctypes.c_int, [_T, ctypes.c_int, ctypes.c_int, _T, _T, _S]),
     "braid_moe_experts": (ctypes.c_int, [_T, _T, _T, _T, _T, _T, _T, _S]),
     "braid_moe_route_grouped": (

@@ -34,6 +34,7 @@ __all__ = [
     "attention_decode",
     "attention_decode_workspace_floats",
     "kv_append",
+    "paged_kv_gather",
     "moe_route_topk_softmax",
     "moe_route_grouped",
     "moe_combine",
@@ -369,6 +370,44 @@ def kv_append(k, v, slots, k_pages, v_pages, *, stream=None):
     c.run(c.tensor("k", k), c.tensor("v", v), c.tensor("slots", slots),
           c.tensor("k_pages", k_pages, writable=True), c.tensor("v_pages", v_pages, writable=True))
     return k_pages, v_pages
+
+
+def _last_offset(op, arg, cu_seqlens):
+    """cu_seqlens[-1], read on the host (a CUDA tensor is copied: a device synchronisation)."""
+    _need_dims(op, arg, cu_seqlens, 1)
+    if len(cu_seqlens.shape) != 1 or cu_seqlens.shape[0] == 0:
+        return 0  # a malformed argument: the library's check names it
+    return int(cu_seqlens[-1].item()) if _convert.is_torch(cu_seqlens) else int(cu_seqlens[-1])
+
+
+def paged_kv_gather(k_pages, v_pages, page_table, kv_lens, cu_seqlens_kv, k_out=None, v_out=None,
+                    *, stream=None):
+    """Copies the first kv_lens[b] tokens of each sequence b of a paged KV cache, in order, into
+    contiguous ragged K and V (what attention_prefill takes): rows cu_seqlens_kv[b] ..
+    cu_seqlens_kv[b+1] of k_out / v_out are sequence b's tokens (token t: page
+    page_table[b, t // page_size], offset t % page_size); rows past cu_seqlens_kv[-1] are left as
+    they are.
+    k_pages, v_pages [num_pages, page_size, kv_heads, head_dim] f32/f16/bf16, contiguous;
+    page_table [batch, max_pages] i32; kv_lens [batch] i32; cu_seqlens_kv [batch+1] i32, 0 first,
+    cu[b+1] - cu[b] = kv_lens[b]; k_out, v_out [total_kv >= cu_seqlens_kv[-1], kv_heads, head_dim]
+    k_pages' dtype, contiguous. An output left None is allocated with cu_seqlens_kv[-1] rows, read
+    on the host (for a CUDA tensor, a device synchronisation; pass the outputs to avoid it).
+    Returns (k_out, v_out)."""
+    op = "paged_kv_gather"
+    if k_out is None or v_out is None:
+        _need_dims(op, "kv.k_pages", k_pages, 4)
+        shape = (_last_offset(op, "cu_seqlens_kv", cu_seqlens_kv),) + _shape(k_pages)[2:4]
+        dtype = _convert.tensor_dtype(op, "kv.k_pages", k_pages)
+        if k_out is None:
+            k_out = _convert.empty(k_pages, shape, dtype)
+        if v_out is None:
+            v_out = _convert.empty(k_pages, shape, dtype)
+    c = _Call(op, stream)
+    c.run(c.tensor("kv.k_pages", k_pages), c.tensor("kv.v_pages", v_pages),
+          c.tensor("kv.page_table", page_table), c.tensor("kv.kv_lens", kv_lens),
+          c.tensor("cu_seqlens_kv", cu_seqlens_kv), c.tensor("k_out", k_out, writable=True),
+          c.tensor("v_out", v_out, writable=True))
+    return k_out, v_out
 
 
 def moe_route_topk_softmax(logits, k, renormalize, topk_weights=None, topk_ids=None, *,

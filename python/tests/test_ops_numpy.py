@@ -547,6 +547,56 @@ def test_kv_append(seed, dtype, n, q_heads, kv_heads, head_dim, num_pages, page_
     np.testing.assert_array_equal(v_pages, v_ref)
 
 
+# ---- paged_kv_gather -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["f32", "f16"])
+@pytest.mark.parametrize("kv_lens,page_size,kv_heads,head_dim",
+                         [([1], 1, 1, 8), ([9, 0, 17], 4, 2, 16), ([5, 33, 1], 5, 3, 33)],
+                         ids=["one", "gqa_empty", "odd"])
+def test_paged_kv_gather(seed, dtype, kv_lens, page_size, kv_heads, head_dim):
+    rng = np.random.default_rng(seed)
+    k_pages, v_pages, table, seq_k, seq_v = make_paged(rng, dtype, kv_lens, page_size, kv_heads,
+                                                       head_dim)
+    cu = np.concatenate([[0], np.cumsum(kv_lens)]).astype(np.int32)
+    lens = np.array(kv_lens, np.int32)
+    spare = 3  # rows past cu[-1]: left as they are
+    k_out = poisoned((int(cu[-1]) + spare, kv_heads, head_dim), dtype)
+    v_out = poisoned((int(cu[-1]) + spare, kv_heads, head_dim), dtype)
+    assert bi.paged_kv_gather(k_pages, v_pages, table, lens, cu, k_out, v_out) == (k_out, v_out)
+    np.testing.assert_array_equal(k_out[: cu[-1]], np.concatenate(seq_k))
+    np.testing.assert_array_equal(v_out[: cu[-1]], np.concatenate(seq_v))
+    assert np.isnan(k_out[cu[-1]:]).all() and np.isnan(v_out[cu[-1]:]).all()
+    # Allocated outputs: exactly cu[-1] rows.
+    k_new, v_new = bi.paged_kv_gather(k_pages, v_pages, table, lens, cu)
+    assert k_new.shape == (cu[-1], kv_heads, head_dim) and k_new.dtype == dtype
+    np.testing.assert_array_equal(k_new, np.concatenate(seq_k))
+    np.testing.assert_array_equal(v_new, np.concatenate(seq_v))
+
+
+def test_paged_kv_gather_errors():
+    pages = np.zeros((3, 4, 2, 8), np.float32)
+    table = np.array([[0, 1], [2, -1]], np.int32)
+    lens = np.array([5, 3], np.int32)
+    cu = np.array([0, 5, 8], np.int32)
+    out = np.zeros((8, 2, 8), np.float32)
+    gather = bi.paged_kv_gather
+    expect_error(Status.INVALID_ARGUMENT, ["paged_kv_gather", "argument 'cu_seqlens_kv'", "kv_lens[1] = 3"],
+                 gather, pages, pages.copy(), table, lens, np.array([0, 5, 9], np.int32), out,
+                 out.copy())
+    expect_error(Status.INVALID_ARGUMENT, ["paged_kv_gather", "argument 'k_out'", "8 rows"],
+                 gather, pages, pages.copy(), table, lens, cu, out[:7], out.copy()[:7])
+    expect_error(Status.INVALID_ARGUMENT, ["paged_kv_gather", "argument 'kv.page_table'", "= 7"],
+                 gather, pages, pages.copy(), np.array([[0, 7], [2, -1]], np.int32), lens, cu, out,
+                 out.copy())
+    expect_error(Status.DTYPE, ["paged_kv_gather", "argument 'cu_seqlens_kv'", "i64"],
+                 gather, pages, pages.copy(), table, lens, cu.astype(np.int64), out, out.copy())
+    expect_error(Status.SHAPE, ["paged_kv_gather", "argument 'v_out'"],
+                 gather, pages, pages.copy(), table, lens, cu, out, np.zeros((8, 1, 8), np.float32))
+    expect_error(Status.DTYPE, ["paged_kv_gather", "argument 'k_out'"],
+                 gather, pages, pages.copy(), table, lens, cu, out.astype(np.float16), out.copy())
+
+
 # ---- moe_route_topk_softmax ------------------------------------------------------------------
 
 

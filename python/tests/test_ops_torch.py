@@ -472,6 +472,64 @@ def test_kv_append(cuda, gen, dtype, n, q_heads, kv_heads, head_dim, num_pages, 
     assert torch.equal(v_pages, v_ref)
 
 
+# ---- paged_kv_gather -------------------------------------------------------------------------
+
+
+def paged_cache(gen, dtype, device, kv_lens, page_size, kv_heads, head_dim):
+    """Each sequence's tokens over shuffled pages (two pages spare, a spare page-table column of
+    -1); returns the pages, the page table and each sequence's K and V."""
+    pages_per_seq = [(n + page_size - 1) // page_size for n in kv_lens]
+    num_pages = sum(pages_per_seq) + 2
+    shape = (num_pages, page_size, kv_heads, head_dim)
+    k_pages, v_pages = uniform(gen, shape, dtype, device), uniform(gen, shape, dtype, device)
+    order = torch.randperm(num_pages, generator=gen).tolist()
+    table = torch.full((len(kv_lens), max(pages_per_seq) + 1), -1, dtype=torch.int32)
+    seq_k, seq_v, used = [], [], 0
+    for b, n in enumerate(kv_lens):
+        ids = order[used: used + pages_per_seq[b]]
+        used += pages_per_seq[b]
+        table[b, : len(ids)] = torch.tensor(ids, dtype=torch.int32)
+        seq_k.append(k_pages[ids].reshape(-1, kv_heads, head_dim)[:n])
+        seq_v.append(v_pages[ids].reshape(-1, kv_heads, head_dim)[:n])
+    return k_pages, v_pages, table.to(device), seq_k, seq_v
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=FLOAT_IDS)
+@pytest.mark.parametrize("kv_lens,page_size,kv_heads,head_dim",
+                         [([1], 16, 8, 128), ([700, 0, 33, 1], 16, 8, 128), ([40, 3], 7, 7, 12),
+                          ([100, 9], 5, 1, 3)],
+                         ids=["one", "llama8b_empty", "unit8", "hd3"])
+def test_paged_kv_gather(cuda, gen, dtype, kv_lens, page_size, kv_heads, head_dim):
+    k_pages, v_pages, table, seq_k, seq_v = paged_cache(gen, dtype, cuda, kv_lens, page_size,
+                                                        kv_heads, head_dim)
+    cu = torch.tensor([0] + list(itertools.accumulate(kv_lens)), dtype=torch.int32, device=cuda)
+    lens = torch.tensor(kv_lens, dtype=torch.int32, device=cuda)
+    total = sum(kv_lens)
+    k_out = poisoned((total + 5, kv_heads, head_dim), dtype, cuda)
+    v_out = poisoned((total + 5, kv_heads, head_dim), dtype, cuda)
+    bi.paged_kv_gather(k_pages, v_pages, table, lens, cu, k_out, v_out)
+    assert torch.equal(k_out[:total], torch.cat(seq_k))
+    assert torch.equal(v_out[:total], torch.cat(seq_v))
+    assert torch.isnan(k_out[total:]).all() and torch.isnan(v_out[total:]).all()
+
+
+def test_paged_kv_gather_feeds_attention_prefill(cuda, gen):
+    """Chunked prefill: a chunk's queries over its sequence's cached keys, through the gather and
+    attention_prefill, equal attention() over the pages."""
+    kv_lens, q_lens, kv_heads, q_heads, head_dim = [300, 45], [64, 45], 2, 8, 128
+    k_pages, v_pages, table, _, _ = paged_cache(gen, torch.bfloat16, cuda, kv_lens, 16, kv_heads,
+                                                head_dim)
+    cu_kv = torch.tensor([0] + list(itertools.accumulate(kv_lens)), dtype=torch.int32, device=cuda)
+    cu_q = torch.tensor([0] + list(itertools.accumulate(q_lens)), dtype=torch.int32, device=cuda)
+    lens = torch.tensor(kv_lens, dtype=torch.int32, device=cuda)
+    q = uniform(gen, (sum(q_lens), q_heads, head_dim), torch.bfloat16, cuda)
+    k, v = bi.paged_kv_gather(k_pages, v_pages, table, lens, cu_kv)
+    assert k.shape == (sum(kv_lens), kv_heads, head_dim)
+    got = bi.attention_prefill(q, k, v, cu_q, cu_kv, max(q_lens))
+    want = bi.attention(q, cu_q, k_pages, v_pages, table, lens)
+    assert rel_error(got, want) <= TOL[torch.bfloat16]
+
+
 # ---- moe_route_topk_softmax ------------------------------------------------------------------
 
 

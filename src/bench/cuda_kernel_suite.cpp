@@ -257,7 +257,8 @@ CasePlan plan_case(const KernelCase& c, const SuiteEnv& env) {
     case KernelOp::rms_norm_gemm_argmax: return kernel_suite::plan_gemm_case(c, env);
     case KernelOp::attention_prefill:
     case KernelOp::attention:
-    case KernelOp::attention_decode: return kernel_suite::plan_attention_case(c, env);
+    case KernelOp::attention_decode:
+    case KernelOp::paged_kv_gather: return kernel_suite::plan_attention_case(c, env);
     case KernelOp::moe_route_topk_softmax:
     case KernelOp::moe_route_grouped:
     case KernelOp::moe_permute:

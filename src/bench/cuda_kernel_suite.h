@@ -3,7 +3,8 @@
 // Each op family has a file that turns a KernelCase into a CasePlan:
 //   cuda_kernel_suite_rows.cpp       embedding .. add_inplace (memory-bound row ops)
 //   cuda_kernel_suite_gemm.cpp       gemm and the fused GEMM ops
-//   cuda_kernel_suite_attention.cpp  attention_prefill, attention, attention_decode
+//   cuda_kernel_suite_attention.cpp  attention_prefill, attention, attention_decode,
+//                                    paged_kv_gather
 //   cuda_kernel_suite_moe.cpp        the bf16 MoE ops and routers
 //   cuda_kernel_suite_moe_fp8.cpp    the FP8 MoE ops
 #pragma once

@@ -3,8 +3,12 @@
 // case's input sets; the output is one tensor. The check is bench attention's: query rows of
 // validation_rows() (ends, tile edges, random) of heads 0 and H-1, in the first and last sequence
 // (every sequence for decode), against reference_attention_row() in fp64 on the same bf16 inputs.
+// Also paged_kv_gather (the cache of the paged cases, its pages shuffled), checked exactly against
+// the CPU op on every row.
+#include <algorithm>
 #include <cmath>
 #include <memory>
+#include <random>
 
 #include <fmt/format.h>
 
@@ -237,6 +241,52 @@ CasePlan plan_decode(const KernelCase& c, const SuiteEnv& env) {
   return p;
 }
 
+// paged_kv_gather of every sequence's seq_len cached tokens into K/V [B S, kv_heads, head_dim].
+// The page table is a fixed shuffle of the pool (a cache after some traffic), the same for every
+// input set; the pages rotate.
+CasePlan plan_gather(const KernelCase& c, const SuiteEnv& env) {
+  struct State {
+    Paged cache;
+    OwnedTensor cu_seqlens, k_out, v_out;
+  };
+  const int sets = case_sets(c, env);
+  auto st = std::make_shared<State>();
+  const int64_t B = c.tokens, S = c.seq_len;
+  make_paged(st->cache, c, env, sets, S);
+  std::vector<int32_t> table(static_cast<size_t>(B * st->cache.pages_per_seq));
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
+  std::shuffle(table.begin(), table.end(), std::mt19937_64(env.seed + 3));
+  const OwnedTensor table_host = host_i32(table);
+  copy(table_host.view().reshape({B, st->cache.pages_per_seq}), st->cache.page_table);
+  st->cu_seqlens = device_i32(steps(B, S), env.device);
+  st->k_out = OwnedTensor(DType::bf16, {B * S, c.kv_heads, c.head_dim}, env.device);
+  st->v_out = OwnedTensor(DType::bf16, {B * S, c.kv_heads, c.head_dim}, env.device);
+  CasePlan p;
+  p.sets = sets;
+  p.launch = [st](int s, Stream stream) {
+    ops::paged_kv_gather(st->cache.kv(s), st->cu_seqlens, st->k_out, st->v_out, stream);
+  };
+  p.check = [st, c] {
+    fill_bytes(st->k_out, 0xFF);
+    fill_bytes(st->v_out, 0xFF);
+    ops::paged_kv_gather(st->cache.kv(0), st->cu_seqlens, st->k_out, st->v_out);
+    const OwnedTensor k_pages = to_host(st->cache.k_pages[0]);
+    const OwnedTensor v_pages = to_host(st->cache.v_pages[0]);
+    const OwnedTensor table = to_host(st->cache.page_table), lens = to_host(st->cache.kv_lens);
+    const OwnedTensor cu = to_host(st->cu_seqlens);
+    const std::vector<int64_t> shape = {c.tokens * c.seq_len, c.kv_heads, c.head_dim};
+    OwnedTensor k_ref(DType::bf16, shape, Device::cpu()), v_ref(DType::bf16, shape, Device::cpu());
+    ops::paged_kv_gather({k_pages, v_pages, table, lens}, cu, k_ref, v_ref);
+    const OwnedTensor k_got = to_host(st->k_out), v_got = to_host(st->v_out);
+    ErrorAccumulator acc;
+    add_values(acc, k_got.data(), k_ref.data(), DType::bf16, k_ref.view().numel());
+    add_values(acc, v_got.data(), v_ref.data(), DType::bf16, v_ref.view().numel());
+    return make_accuracy(acc, c, "cpu, exact, every k and v row");
+  };
+  p.note = fmt::format("pages of 16, shuffled{}", rotation(sets, "pages"));
+  return p;
+}
+
 }  // namespace
 
 CasePlan plan_attention_case(const KernelCase& c, const SuiteEnv& env) {
@@ -244,6 +294,7 @@ CasePlan plan_attention_case(const KernelCase& c, const SuiteEnv& env) {
     case KernelOp::attention_prefill: return plan_prefill(c, env);
     case KernelOp::attention: return plan_paged_prefill(c, env);
     case KernelOp::attention_decode: return plan_decode(c, env);
+    case KernelOp::paged_kv_gather: return plan_gather(c, env);
     default: break;
   }
   throw Error(ErrorKind::internal, "bench kernels: not an attention op");

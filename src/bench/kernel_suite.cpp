@@ -173,6 +173,7 @@ const char* kernel_op_name(KernelOp op) {
     case KernelOp::attention_prefill: return "attention_prefill";
     case KernelOp::attention: return "attention";
     case KernelOp::attention_decode: return "attention_decode";
+    case KernelOp::paged_kv_gather: return "paged_kv_gather";
     case KernelOp::moe_route_topk_softmax: return "moe_route_topk_softmax";
     case KernelOp::moe_route_grouped: return "moe_route_grouped";
     case KernelOp::moe_permute: return "moe_permute";
@@ -224,6 +225,9 @@ std::string kernel_case_params(const KernelCase& c) {
     case KernelOp::attention_decode:
       return fmt::format("{} b={} ctx={} h={} kv={} d={}", model, c.tokens, c.seq_len, c.q_heads,
                          c.kv_heads, c.head_dim);
+    case KernelOp::paged_kv_gather:
+      return fmt::format("{} b={} s={} kv={} d={}", model, c.tokens, c.seq_len, c.kv_heads,
+                         c.head_dim);
     case KernelOp::moe_route_topk_softmax:
       return fmt::format("{} T={} E={} k={}", model, c.tokens, c.experts, c.top_k);
     case KernelOp::moe_route_grouped:
@@ -290,6 +294,12 @@ KernelCost kernel_case_cost(const KernelCase& c) {
       const double visible = attention_visible_pairs(1, c.seq_len, true);
       return {4.0 * double(c.head_dim) * T * double(c.q_heads) * visible,
               kBf16 * (2 * T * q_width + 2 * T * double(c.seq_len) * kv_width)};
+    }
+    case KernelOp::paged_kv_gather: {
+      // K and V of every cached token read from the pages and written once; the page-table
+      // entries in use (pages of 16 tokens, as the runner makes them), kv_lens and the offsets.
+      const double tokens = T * double(c.seq_len), pages = T * double((c.seq_len + 15) / 16);
+      return {0, kBf16 * 4 * tokens * kv_width + kI32 * (pages + 2 * T + 1)};
     }
     case KernelOp::moe_route_topk_softmax:
       return {0, router_bytes({c.tokens, c.experts, c.top_k, 2})};
@@ -365,6 +375,7 @@ double kernel_case_tolerance(const KernelCase& c) {
     case KernelOp::moe_permute:
     case KernelOp::embedding:
     case KernelOp::kv_append:
+    case KernelOp::paged_kv_gather:
     case KernelOp::moe_gather:
     case KernelOp::moe_gather_fp8: return 0.0;
     case KernelOp::moe_route_topk_softmax:
@@ -427,6 +438,7 @@ std::vector<KernelCase> kernel_cases(bool quick) {
     add(attention_case(KernelOp::attention_prefill, "mha", 16, 512, 16, 16, 64));
     add(attention_case(KernelOp::attention, kLlama8B.name, 4, 512, 32, 8, 128));
     add(attention_case(KernelOp::attention_decode, kLlama8B.name, 16, 1024, 32, 8, 128));
+    add(attention_case(KernelOp::paged_kv_gather, kLlama8B.name, 4, 512, 32, 8, 128));
   } else {
     add(attention_case(KernelOp::attention_prefill, "mha", 1, 4096, 32, 32, 128));
     add(attention_case(KernelOp::attention_prefill, "mha", 16, 512, 16, 16, 64));
@@ -436,6 +448,12 @@ std::vector<KernelCase> kernel_cases(bool quick) {
     for (int64_t batch : {1, 16})
       for (int64_t ctx : {1024, 8192})
         add(attention_case(KernelOp::attention_decode, kLlama8B.name, batch, ctx, 32, 8, 128));
+    // Chunked prefill's gather of the cached keys: one sequence with a short and a long cache,
+    // a batch of 16, and Llama-3.2-1B's narrower rows (8 x 64).
+    add(attention_case(KernelOp::paged_kv_gather, kLlama8B.name, 1, 512, 32, 8, 128));
+    add(attention_case(KernelOp::paged_kv_gather, kLlama8B.name, 1, 8192, 32, 8, 128));
+    add(attention_case(KernelOp::paged_kv_gather, kLlama8B.name, 16, 1024, 32, 8, 128));
+    add(attention_case(KernelOp::paged_kv_gather, kLlama1B.name, 4, 2048, 32, 8, 64));
   }
 
   // MoE: Qwen3-30B-A3B's layer from a decode step to a long prefill, then DeepSeek-V3's router

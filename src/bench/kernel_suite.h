@@ -35,6 +35,7 @@ enum class KernelOp {
   attention_prefill,
   attention,
   attention_decode,
+  paged_kv_gather,
   moe_route_topk_softmax,
   moe_route_grouped,
   moe_permute,
@@ -62,7 +63,8 @@ struct KernelCase {
   int64_t vocab = 0;    // V: embedding rows; softmax / argmax row width; LM head n
   int64_t n = 0, k = 0; // GEMMs: w [n, k]
   int64_t q_heads = 0, kv_heads = 0, head_dim = 0;
-  int64_t seq_len = 0;  // prefill: tokens per sequence (queries = keys); decode: context length
+  int64_t seq_len = 0;  // prefill: tokens per sequence (queries = keys); decode: context length;
+                        // paged_kv_gather: cached tokens per sequence
   int experts = 0;         // MoE: experts the tokens are spread over (local ones for fp8)
   int routed_experts = 0;  // moe_route_grouped, moe_fp8_block_scale: experts the router scores
   int top_k = 0, n_group = 0, topk_group = 0;
@@ -88,7 +90,7 @@ Bound kernel_case_bound(const KernelCase& c, const Ceilings& ceilings);
 
 // The rel L2 tolerance of the case's check (Accuracy::rel_l2_tolerance):
 //   0 (exact): outputs that are indices (argmax, rms_norm_gemm_argmax, moe_permute) or copies
-//     (embedding, kv_append, moe_gather, moe_gather_fp8);
+//     (embedding, kv_append, paged_kv_gather, moe_gather, moe_gather_fp8);
 //   rel_l2_tolerance_for(output bytes) otherwise: 1e-5 for the routers' f32 weights, 1e-2 for
 //     bf16 and fp8 outputs, and 1e-2 for moe_grouped_gemm_fp8 whatever its output type: Hopper's
 //     fp8 tensor cores keep about 14 bits while they accumulate (tests/ops), so an fp32 output of

@@ -1,4 +1,4 @@
-// C wrapper: kv_append.
+// C wrappers: kv_append, paged_kv_gather.
 #include "braid/ops.h"
 #include "capi/capi.h"
 
@@ -14,6 +14,23 @@ braid_status braid_kv_append(const braid_tensor* k, const braid_tensor* v,
     braid::ops::kv_append(tensor_arg(op, "k", k), tensor_arg(op, "v", v),
                           tensor_arg(op, "slots", slots), tensor_arg(op, "k_pages", k_pages),
                           tensor_arg(op, "v_pages", v_pages), stream_arg(stream));
+  });
+}
+
+braid_status braid_paged_kv_gather(const braid_tensor* k_pages, const braid_tensor* v_pages,
+                                   const braid_tensor* page_table, const braid_tensor* kv_lens,
+                                   const braid_tensor* cu_seqlens_kv, const braid_tensor* k_out,
+                                   const braid_tensor* v_out, void* stream) {
+  const char* op = "paged_kv_gather";
+  return guarded(op, [&] {
+    braid::ops::PagedKV kv;
+    kv.k_pages = tensor_arg(op, "kv.k_pages", k_pages);
+    kv.v_pages = tensor_arg(op, "kv.v_pages", v_pages);
+    kv.page_table = tensor_arg(op, "kv.page_table", page_table);
+    kv.kv_lens = tensor_arg(op, "kv.kv_lens", kv_lens);
+    braid::ops::paged_kv_gather(kv, tensor_arg(op, "cu_seqlens_kv", cu_seqlens_kv),
+                                tensor_arg(op, "k_out", k_out), tensor_arg(op, "v_out", v_out),
+                                stream_arg(stream));
   });
 }
 

@@ -47,6 +47,32 @@ int64_t check_paged_kv_shapes(const char* op, const Tensor& q, const PagedKV& kv
   return batch;
 }
 
+int64_t check_paged_kv_cache(const char* op, const PagedKV& kv) {
+  check::defined(op, "kv.k_pages", kv.k_pages);
+  check::defined(op, "kv.v_pages", kv.v_pages);
+  check::defined(op, "kv.page_table", kv.page_table);
+  check::defined(op, "kv.kv_lens", kv.kv_lens);
+
+  check::dtype_in(op, "kv.k_pages", kv.k_pages, {DType::f32, DType::f16, DType::bf16});
+  check::ndim_eq(op, "kv.k_pages", kv.k_pages, 4);
+  check::contiguous(op, "kv.k_pages", kv.k_pages);
+  if (kv.k_pages.shape[1] == 0)
+    check::fail(ErrorKind::shape, op, "kv.k_pages", "a page_size (dimension 1) > 0",
+                shape_string(kv.k_pages));
+  check::dtype_eq(op, "kv.v_pages", kv.v_pages, kv.k_pages.dtype);
+  check::same_shape(op, "kv.v_pages", kv.v_pages, kv.k_pages);
+  check::contiguous(op, "kv.v_pages", kv.v_pages);
+
+  check::dtype_eq(op, "kv.page_table", kv.page_table, DType::i32);
+  check::ndim_eq(op, "kv.page_table", kv.page_table, 2);
+  check::contiguous(op, "kv.page_table", kv.page_table);
+  const int64_t batch = kv.page_table.shape[0];
+  check::dtype_eq(op, "kv.kv_lens", kv.kv_lens, DType::i32);
+  check::shape_eq(op, "kv.kv_lens", kv.kv_lens, {batch});
+  check::contiguous(op, "kv.kv_lens", kv.kv_lens);
+  return batch;
+}
+
 void check_attention_outputs(const char* op, const Tensor& q, const Tensor& out, const Tensor& lse) {
   check::defined(op, "out", out);
   check::dtype_eq(op, "out", out, q.dtype);
@@ -60,7 +86,8 @@ void check_attention_outputs(const char* op, const Tensor& q, const Tensor& out,
   }
 }
 
-void check_paged_kv_values(const char* op, const PagedKV& kv, const std::vector<int64_t>& min_kv_len) {
+void check_paged_kv_values(const char* op, const PagedKV& kv, const std::vector<int64_t>& min_kv_len,
+                           const char* min_meaning) {
   const int64_t batch = kv.page_table.shape[0], max_pages = kv.page_table.shape[1];
   const int64_t num_pages = kv.k_pages.shape[0], page_size = kv.k_pages.shape[1];
   const int64_t capacity = max_pages * page_size;
@@ -70,7 +97,7 @@ void check_paged_kv_values(const char* op, const PagedKV& kv, const std::vector<
     const int64_t kv_len = kv_lens[b];
     if (kv_len < min_kv_len[b] || kv_len > capacity)
       check::fail(ErrorKind::invalid_argument, op, "kv.kv_lens",
-                  "kv_lens[" + std::to_string(b) + "] between its query count " +
+                  "kv_lens[" + std::to_string(b) + "] between " + std::string(min_meaning) + (*min_meaning ? " " : "") +
                       std::to_string(min_kv_len[b]) + " and the page table's capacity " +
                       std::to_string(capacity),
                   std::to_string(kv_len));

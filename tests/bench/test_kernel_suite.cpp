@@ -42,10 +42,10 @@ TEST(KernelSuite, EveryOpHasCasesAndRowsAreUnique) {
     for (KernelOp op : all_kernel_ops()) EXPECT_TRUE(ops.count(kernel_op_name(op))) << kernel_op_name(op);
   }
   EXPECT_LT(kernel_cases(true).size(), kernel_cases(false).size() / 2);
-  EXPECT_EQ(all_kernel_ops().size(), 29u);
+  EXPECT_EQ(all_kernel_ops().size(), 30u);
   std::set<std::string> names;
   for (KernelOp op : all_kernel_ops()) names.insert(kernel_op_name(op));
-  EXPECT_EQ(names.size(), 29u);
+  EXPECT_EQ(names.size(), 30u);
 }
 
 TEST(KernelSuite, SweepsCoverTheModelShapes) {
@@ -120,6 +120,15 @@ TEST(KernelSuite, AttentionCounts) {
       find_case(cases, KernelOp::attention_prefill, "mha b=1 s=4096 h=32 kv=32 d=128 causal"));
   EXPECT_EQ(p.flops, 4.0 * 128 * 32 * (4096.0 * 4097 / 2));
   EXPECT_EQ(p.bytes, 4.0 * 2 * 4096 * 32 * 128);  // q, k, v, out
+  // Gather: K and V of 512 tokens x 8 heads x 128 read and written (bf16); 32 page-table
+  // entries (pages of 16), one kv_len and two offsets (i32).
+  const KernelCost g = kernel_case_cost(
+      find_case(cases, KernelOp::paged_kv_gather, "llama-3-8b b=1 s=512 kv=8 d=128"));
+  EXPECT_EQ(g.flops, 0.0);
+  EXPECT_EQ(g.bytes, 2.0 * 4 * 512 * 8 * 128 + 4 * (32 + 1 + 2));
+  EXPECT_EQ(kernel_case_tolerance(find_case(cases, KernelOp::paged_kv_gather,
+                                            "llama-3-8b b=1 s=512 kv=8 d=128")),
+            0.0);
 }
 
 TEST(KernelSuite, MoeCountsUseTheBalancedRouting) {

@@ -71,6 +71,8 @@ void moe_fp8_block_scale(const Tensor& routing_logits, const Tensor& routing_bia
 
 void kv_append(const Tensor& k, const Tensor& v, const Tensor& slots, const Tensor& k_pages,
                const Tensor& v_pages, Stream stream);
+void paged_kv_gather(const ops::PagedKV& kv, const Tensor& cu_seqlens_kv, const Tensor& k_out,
+                     const Tensor& v_out, Stream stream);
 
 void qk_norm_rope_kv_append(const Tensor& q, const Tensor& k, const Tensor& v,
                             const Tensor& q_norm, const Tensor& k_norm, float eps,
