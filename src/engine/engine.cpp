@@ -45,6 +45,17 @@ Engine::Engine(const std::string& dir, const EngineOptions& o)
   device_inputs_ = OwnedTensor(DType::i32, {4 * T + 3}, o.device);
   logits_ = OwnedTensor(DType::f32, {T, config_.vocab_size}, o.device);
   host_logits_ = OwnedTensor(DType::f32, {T, config_.vocab_size}, Device::cpu());
+  // Start-up work belongs to start-up, not to the first prompt: lazy module loading, the GEMM
+  // plans of a prefill chunk and of one token, the decode graph's capture.
+  if (o.device.is_cuda() && o.warm_up) {
+    const int n = std::min({T, 512, context() - 3});
+    if (n > 0) {
+      step(std::vector<int32_t>(static_cast<size_t>(n), 0));
+      decode_greedy(0);
+      decode_greedy(0);
+    }
+    reset();
+  }
 }
 
 void Engine::check_tokens(const int32_t* tokens, int n) const {

@@ -26,6 +26,7 @@ struct EngineOptions {
   // MoE models: steps of up to this many tokens run the experts as GEMVs, longer ones (f16/bf16)
   // as permuted grouped GEMMs (model::kMoeGemvMaxTokens).
   int moe_gemv_max_tokens = model::kMoeGemvMaxTokens;
+  bool warm_up = true;  // CUDA: a dummy prefill and two decode steps at construction
 };
 
 // The compute dtype when none is asked for: f32 on the CPU, the checkpoint's 16-bit type (bf16 for

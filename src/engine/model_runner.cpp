@@ -27,9 +27,10 @@ std::vector<int> graph_ladder(int max_batch) {
 }  // namespace
 
 struct ModelRunner::Layout {
-  int tokens = 0, seqs = 0, rows = 0, decode_rows = 0, table_cols = 0;
+  int tokens = 0, seqs = 0, rows = 0, table_cols = 0;
+  int decode_rows = -1;  // >= 0: a serving step (decode rows, then prompt chunks); -1: all decode
   int64_t positions = 0, slots = 0, cu = 0, kv_lens = 0, table = 0, logit_rows = 0,
-          prefill_cu = 0, size = 0;
+          prefill_cu = 0, prefill_cu_kv = 0, size = 0;
 };
 
 ModelRunner::Layout ModelRunner::layout(int tokens, int seqs, int rows, int decode_rows) const {
@@ -43,7 +44,9 @@ ModelRunner::Layout ModelRunner::layout(int tokens, int seqs, int rows, int deco
   l.table = l.kv_lens + seqs;
   l.logit_rows = l.table + int64_t{seqs} * pages_per_seq_;
   l.prefill_cu = l.logit_rows + rows;
-  l.size = l.prefill_cu + (decode_rows > 0 ? seqs - decode_rows + 1 : 0);
+  const int prefill_seqs = decode_rows >= 0 ? seqs - decode_rows + 1 : 0;
+  l.prefill_cu_kv = l.prefill_cu + prefill_seqs;
+  l.size = l.prefill_cu_kv + prefill_seqs;
   return l;
 }
 
@@ -59,9 +62,11 @@ ModelRunner::ModelRunner(const model::ModelConfig& c, const model::Weights& w, c
       cuda_(w.device.is_cuda()),
       workspace_(c, rc.max_num_batched_tokens, w.device, w.dtype,
                  int64_t{pages_per_seq_} * rc.page_size, rc.moe_gemv_max_tokens,
-                 std::min(rc.max_num_seqs, rc.max_num_batched_tokens)) {
+                 std::min(rc.max_num_seqs, rc.max_num_batched_tokens),
+                 // Keys a step's prompt chunks gather: a full context, or two steps' worth.
+                 std::max<int64_t>(rc.max_model_len, 2 * int64_t{rc.max_num_batched_tokens})) {
   const int max_rows = std::min(rc.max_num_seqs, rc.max_num_batched_tokens);
-  const Layout biggest = layout(rc.max_num_batched_tokens, max_rows, max_rows, 1);
+  const Layout biggest = layout(rc.max_num_batched_tokens, max_rows, max_rows, 0);
   host_inputs_ = OwnedTensor(DType::i32, {biggest.size}, Device::cpu());
   device_inputs_ = OwnedTensor(DType::i32, {biggest.size}, w.device);
   logits_ = OwnedTensor(DType::f32, {max_rows, c.vocab_size}, w.device);
@@ -118,9 +123,13 @@ void ModelRunner::pack(const StepPlan& plan, const Layout& l, int padded_seqs, i
               h + l.table + static_cast<int64_t>(b) * l.table_cols);
     if (s.samples()) h[l.logit_rows + r++] = t - 1;
   }
-  // Offsets of the prompt chunks after the decode rows, from the first of them.
-  if (l.decode_rows > 0)
-    for (int b = l.decode_rows; b <= l.seqs; ++b) h[l.prefill_cu + b - l.decode_rows] = h[l.cu + b] - l.decode_rows;
+  // The prompt chunks after the decode rows: their rows' and their keys' offsets.
+  if (l.decode_rows >= 0) {
+    const int D = l.decode_rows;
+    h[l.prefill_cu_kv] = 0;
+    for (int b = D; b <= l.seqs; ++b) h[l.prefill_cu + b - D] = h[l.cu + b] - D;
+    for (int b = D; b < l.seqs; ++b) h[l.prefill_cu_kv + b - D + 1] = h[l.prefill_cu_kv + b - D] + h[l.kv_lens + b];
+  }
   // Padded sequences: one token at position 0 in the scratch page 0, sampled and ignored.
   for (int b = static_cast<int>(plan.seqs.size()); b < padded_seqs; ++b, ++t) {
     h[t] = 0;
@@ -148,9 +157,11 @@ model::StepInputs ModelRunner::inputs_at(const Tensor& d, const Layout& l, bool 
   in.page_table = table;
   in.logit_rows = d.slice(0, l.logit_rows, l.logit_rows + l.rows);
   in.decode = decode;
-  if (l.decode_rows > 0) {
+  if (l.decode_rows >= 0) {
+    const int prefill_seqs = l.seqs - l.decode_rows;
     in.decode_rows = l.decode_rows;
-    in.prefill_cu_seqlens_q = d.slice(0, l.prefill_cu, l.size);
+    in.prefill_cu_seqlens_q = d.slice(0, l.prefill_cu, l.prefill_cu + prefill_seqs + 1);
+    in.prefill_cu_seqlens_kv = d.slice(0, l.prefill_cu_kv, l.prefill_cu_kv + prefill_seqs + 1);
   }
   return in;
 }
@@ -171,12 +182,20 @@ StepResult ModelRunner::run(const StepPlan& plan, bool greedy_only) {
 
   int decode_rows = 0;  // leading one-token chunks (the scheduler puts them first)
   while (decode_rows < seqs && plan.seqs[static_cast<size_t>(decode_rows)].num_tokens == 1) ++decode_rows;
-  const Layout l = layout(plan.num_tokens, seqs, rows, decode ? 0 : decode_rows);
+  const Layout l = layout(plan.num_tokens, seqs, rows, decode ? -1 : decode_rows);
   int32_t* h = host_inputs_.view().ptr<int32_t>();
   pack(plan, l, seqs, h);
   const Tensor d = device_inputs_.view();
   copy(host_inputs_.view().slice(0, 0, l.size), d.slice(0, 0, l.size));
-  const model::StepInputs in = inputs_at(d, l, decode);
+  model::StepInputs in = inputs_at(d, l, decode);
+  // What FlashAttention over the prompt chunks needs from the host: the grid and the gather size.
+  in.prefill_fresh = true;
+  for (size_t b = static_cast<size_t>(decode_rows); b < plan.seqs.size(); ++b) {
+    const ScheduledSequence& s = plan.seqs[b];
+    in.prefill_max_q = std::max(in.prefill_max_q, s.num_tokens);
+    in.prefill_total_kv += s.start + s.num_tokens;
+    in.prefill_fresh = in.prefill_fresh && s.start == 0;
+  }
 
   StepResult r;
   r.rows = rows;
@@ -205,7 +224,7 @@ StepResult ModelRunner::run(const StepPlan& plan, bool greedy_only) {
 }
 
 StepResult ModelRunner::run_graph(const StepPlan& plan, int padded) {
-  const Layout l = layout(padded, padded, padded, 0);
+  const Layout l = layout(padded, padded, padded, -1);
   auto it = graphs_.find(padded);
   if (it == graphs_.end()) {
     // Captured on first use when warm_up did not (the eager run before it plans the GEMMs).

@@ -66,7 +66,8 @@ class ModelRunner {
 
  private:
   struct Layout;  // where each input sits in the packed upload
-  // decode_rows > 0: a mixed step whose first decode_rows sequences run one token each.
+  // decode_rows >= 0: a serving step whose first decode_rows sequences run one token each and
+  // the others prompt chunks; -1: a decode step (every sequence one token, attention_decode).
   Layout layout(int tokens, int seqs, int rows, int decode_rows) const;
   // Fills `h` (host, Layout's size) for the plan, padded to `seqs` sequences when larger.
   void pack(const StepPlan& plan, const Layout& l, int padded_seqs, int32_t* h) const;

@@ -27,10 +27,43 @@ Tensor heads_view(const Tensor& packed, int64_t n, int64_t col0, int64_t heads, 
 
 Tensor rows(const OwnedTensor& t, int64_t n) { return t.view().slice(0, 0, n); }
 
+// A serving step's attention (StepInputs::prefill_cu_seqlens_q): decode rows through split-KV
+// decode attention; prompt chunks through FlashAttention, on their own K/V rows when every chunk
+// starts its sequence, else on K/V gathered out of the pages; attention() on the pages when the
+// kernel cannot take the head size or the gather does not fit.
+void attend_serving_step(const Workspace& ws, const StepInputs& in, int64_t n, const Tensor& q,
+                         const Tensor& k, const Tensor& v, const ops::PagedKV& kv, float scale,
+                         const Tensor& out, Stream s) {
+  const int64_t D = in.decode_rows, B = in.kv_lens.shape[0], hd = q.shape[2];
+  if (D > 0) {
+    const ops::PagedKV dkv{kv.k_pages, kv.v_pages, kv.page_table.slice(0, 0, D), in.kv_lens.slice(0, 0, D)};
+    ops::attention_decode(q.slice(0, 0, D), dkv, scale, out.slice(0, 0, D), Tensor{},
+                          ws.decode_attention.view(), s);
+  }
+  if (D == B) return;
+  const Tensor pq = q.slice(0, D, n), pout = out.slice(0, D, n);
+  const ops::PagedKV pkv{kv.k_pages, kv.v_pages, kv.page_table.slice(0, D, B), in.kv_lens.slice(0, D, B)};
+  const bool flash = q.device.is_cpu() || ((hd == 64 || hd == 128) && q.dtype != DType::f32);
+  const int64_t capacity = ws.gathered_k.view().ndim ? ws.gathered_k.view().shape[0] : 0;
+  if (flash && in.prefill_fresh) {
+    ops::attention_prefill(pq, k.slice(0, D, n), v.slice(0, D, n), in.prefill_cu_seqlens_q,
+                           in.prefill_cu_seqlens_q, in.prefill_max_q, /*causal=*/true, scale, pout,
+                           Tensor{}, s);
+  } else if (flash && in.prefill_total_kv <= capacity) {
+    const Tensor gk = ws.gathered_k.view().slice(0, 0, in.prefill_total_kv);
+    const Tensor gv = ws.gathered_v.view().slice(0, 0, in.prefill_total_kv);
+    ops::paged_kv_gather(pkv, in.prefill_cu_seqlens_kv, gk, gv, s);
+    ops::attention_prefill(pq, gk, gv, in.prefill_cu_seqlens_q, in.prefill_cu_seqlens_kv,
+                           in.prefill_max_q, /*causal=*/true, scale, pout, Tensor{}, s);
+  } else {
+    ops::attention(pq, in.prefill_cu_seqlens_q, pkv, /*causal=*/true, scale, pout, Tensor{}, s);
+  }
+}
+
 }  // namespace
 
 Workspace::Workspace(const ModelConfig& c, int T, Device d, DType t, int64_t decode_kv_capacity,
-                     int moe_gemv_max_tokens_, int decode_batch)
+                     int moe_gemv_max_tokens_, int decode_batch, int64_t gather_tokens)
     : max_tokens(T), moe_gemv_max_tokens(moe_gemv_max_tokens_) {
   const int64_t H = c.hidden_size;
   const int64_t qkv_width = c.q_dim() + 2 * c.kv_dim();
@@ -80,6 +113,10 @@ Workspace::Workspace(const ModelConfig& c, int T, Device d, DType t, int64_t dec
                                                                        decode_kv_capacity));
     decode_attention = OwnedTensor(DType::f32, {floats}, d);
   }
+  if (gather_tokens > 0) {
+    gathered_k = OwnedTensor(t, {gather_tokens, c.num_kv_heads, c.head_dim}, d);
+    gathered_v = OwnedTensor(t, {gather_tokens, c.num_kv_heads, c.head_dim}, d);
+  }
 }
 
 void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Workspace& ws,
@@ -120,23 +157,12 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
                                 in.slots, k_pages, v_pages, s);
     mark("qk_rope_kv", l);
     const ops::PagedKV kv{k_pages, v_pages, page_table, in.kv_lens};
-    const bool split_kv = ws.decode_attention.view().ndim != 0;
-    if (in.decode && split_kv) {
+    if (in.decode && ws.decode_attention.view().ndim != 0)
       ops::attention_decode(q, kv, scale, attn_heads, Tensor{}, ws.decode_attention.view(), s);
-    } else if (in.decode_rows > 0 && split_kv) {
-      // Decode rows read their whole cache once per KV head (split-KV); prompt chunks tile it.
-      const int64_t D = in.decode_rows, B = in.kv_lens.shape[0];
-      const ops::PagedKV dkv{k_pages, v_pages, page_table.slice(0, 0, D), in.kv_lens.slice(0, 0, D)};
-      ops::attention_decode(q.slice(0, 0, D), dkv, scale, attn_heads.slice(0, 0, D), Tensor{},
-                            ws.decode_attention.view(), s);
-      if (D < B) {
-        const ops::PagedKV pkv{k_pages, v_pages, page_table.slice(0, D, B), in.kv_lens.slice(0, D, B)};
-        ops::attention(q.slice(0, D, n), in.prefill_cu_seqlens_q, pkv, /*causal=*/true, scale,
-                       attn_heads.slice(0, D, n), Tensor{}, s);
-      }
-    } else {
+    else if (in.prefill_cu_seqlens_q.data)
+      attend_serving_step(ws, in, n, q, k, v, kv, scale, attn_heads, s);
+    else
       ops::attention(q, in.cu_seqlens_q, kv, /*causal=*/true, scale, attn_heads, Tensor{}, s);
-    }
     mark("attention", l);
     ops::gemm_add(attn, lw.o_proj, lw.o_bias, residual, proj, s);
     mark("o_proj", l);

@@ -20,10 +20,11 @@ inline constexpr int kMoeGemvMaxTokens = 16;
 // (the KV cache's tokens per sequence, pages included) it also holds the split-KV decode
 // attention's scratch for up to max_tokens sequences.
 struct Workspace {
-  // decode_batch: the most sequences a decode step holds (0: max_tokens).
+  // decode_batch: the most sequences a decode step holds (0: max_tokens). gather_tokens: keys
+  // the prompt chunks of one step may gather out of the pages for FlashAttention (0: none).
   Workspace(const ModelConfig& config, int max_tokens, Device device, DType dtype,
             int64_t decode_kv_capacity = 0, int moe_gemv_max_tokens = kMoeGemvMaxTokens,
-            int decode_batch = 0);
+            int decode_batch = 0, int64_t gather_tokens = 0);
   int max_tokens;
   int moe_gemv_max_tokens;
   OwnedTensor residual, normed, qkv, attn, proj, mlp, act;  // [T, ...] in the model dtype
@@ -33,6 +34,7 @@ struct Workspace {
   OwnedTensor moe_offsets, moe_sorted_pairs, moe_pair_rows, moe_permute_scratch;
   OwnedTensor moe_xs, moe_hs, moe_ys;
   OwnedTensor decode_attention;  // f32 scratch of attention_decode
+  OwnedTensor gathered_k, gathered_v;  // [gather_tokens, kv_heads, head_dim]: paged_kv_gather's
 
   // Whether a step of n tokens runs the grouped MoE path.
   bool moe_grouped(int n) const { return moe_xs.view().ndim != 0 && n > moe_gemv_max_tokens; }
@@ -55,12 +57,20 @@ struct StepInputs {
   // [m] i32: the rows (token indices of this step) whose logits are wanted, e.g. the last token of
   // each sequence that samples; undefined: the last token, or every token with all_logits.
   Tensor logit_rows = {};
-  // A mixed step: its first decode_rows sequences add one token each (rows 0 .. decode_rows - 1)
-  // and run attention_decode; the others run attention() with prefill_cu_seqlens_q
-  // ([sequences - decode_rows + 1] i32, their row offsets from row decode_rows, starting at 0).
-  // 0: attention() for every sequence (or attention_decode for all with `decode`).
+  // A serving step (prefill_cu_seqlens_q defined): its first decode_rows sequences add one token
+  // each (rows 0 .. decode_rows - 1) and run attention_decode; the others are prompt chunks, run
+  // through FlashAttention (attention_prefill). prefill_cu_seqlens_q ([P + 1] i32, P = sequences
+  // - decode_rows) gives the chunks' row offsets from row decode_rows; prefill_cu_seqlens_kv
+  // ([P + 1]) their keys' offsets (kv_lens summed), prefill_max_q the longest chunk. With
+  // prefill_fresh every chunk starts its sequence (its keys are its own rows); otherwise the keys
+  // are gathered out of the pages (up to the workspace's gather capacity, else attention() reads
+  // the pages itself). Undefined: attention() for every sequence (attention_decode with `decode`).
   int decode_rows = 0;
   Tensor prefill_cu_seqlens_q = {};
+  Tensor prefill_cu_seqlens_kv = {};
+  int prefill_max_q = 0;
+  int64_t prefill_total_kv = 0;
+  bool prefill_fresh = false;
 };
 
 // Called after each component of the forward pass has been enqueued, with its name ("qkv",

@@ -233,6 +233,11 @@ serve_bench() {
   mkdir -p "$dir"
   "$BIN/braidinfer" bench throughput --shape "$shape" --input-len 1024 --output-len 128 \
     --num-prompts "${SERVE_PROMPTS:-1000}" --json "$dir/throughput.json" 2>&1 | tee "$dir/throughput.log"
+  # generate's first prompt pays no start-up (the prefill time it reports, 500 tokens).
+  local ids
+  ids=$(python3 -c 'print(",".join(str(3 + (i * 37) % 90) for i in range(500)))')
+  "$BIN/braidinfer" generate --model models/tiny-fortunes --device cuda --prompt-ids "$ids" -n 4 \
+    --ignore-eos 2>&1 | tail -n 1 | tee "$dir/generate_first_prompt.log"
   # The same load as the transformers peer's, and one prompt alone (its prefill step's own time).
   "$BIN/braidinfer" bench throughput --shape "$shape" --input-len 1024 --output-len 128 \
     --num-prompts "${SERVE_PEER_PROMPTS:-200}" --quick-ceilings --json "$dir/throughput_peer_load.json" 2>&1 |
@@ -256,6 +261,10 @@ serve_bench() {
     --max-concurrency 1 --vocab-size 128000 --json "$dir/serve_c1.json" 2>&1 | tee "$dir/serve_c1.log" || rc=1
   "$BIN/braidinfer" bench serve --base-url "$url" --input-len 1024 --output-len 128 --num-prompts 256 \
     --max-concurrency 64 --vocab-size 128000 --json "$dir/serve_c64.json" 2>&1 | tee "$dir/serve_c64.log" || rc=1
+  # Concurrency 64 where decoding dominates (short prompts, long answers): the batching itself.
+  "$BIN/braidinfer" bench serve --base-url "$url" --input-len 128 --output-len 512 --num-prompts 128 \
+    --max-concurrency 64 --vocab-size 128000 --json "$dir/serve_c64_decode.json" 2>&1 |
+    tee "$dir/serve_c64_decode.log" || rc=1
   python3 tools/device/prefix_ttft.py --base-url "$url" --prefix-len 2000 --json "$dir/prefix_ttft.json" \
     2>&1 | tee "$dir/prefix_ttft.log" || rc=1
   python3 tools/device/serve_load_test.py --base-url "$url" --json "$dir/load_test.json" \
