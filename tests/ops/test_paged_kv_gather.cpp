@@ -243,8 +243,8 @@ TEST(PagedKvGatherCuda, GraphReplayFollowsNewLengths) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   const int64_t kvh = 8, hd = 128, rows = 3200;
-  // Both steps fit the same shapes: the lengths swap (and shrink) between the steps.
-  const std::vector<std::vector<int32_t>> steps = {{100, 3000}, {3000, 90}};
+  // Both steps fit the same shapes (the same pool of pages): the lengths swap between the steps.
+  const std::vector<std::vector<int32_t>> steps = {{100, 3000}, {3000, 100}};
   const Cache first = make_cache(DType::bf16, kvh, hd, 16, steps[0], 1, seed);
   const Cache second = make_cache(DType::bf16, kvh, hd, 16, steps[1], 1, seed + 11);
   ASSERT_EQ(first.page_table.view().shape[1], second.page_table.view().shape[1]);

@@ -272,12 +272,14 @@ serve_bench() {
   curl -s "$url/metrics" > "$dir/metrics.txt" || true
   kill "$pid"; wait "$pid" || true
   # The load test again on a trained model (the embedded one, on the GPU): its distributions are
-  # peaked, so the greedy comparison with solo runs is a sharp one.
+  # peaked, so the greedy comparison with solo runs is a sharp one. A divergence is allowed where
+  # the solo run's top-2 gap is under 0.4: 2.5% of its smallest largest |logit| (about 16.5), the
+  # golden tests' rule for bf16 noise. (The random 8B model's logits are near 1 in scale: 0.1.)
   "$BIN/braidinfer" serve --model models/tiny-fortunes --device cuda --port 8001 > "$dir/server_tiny.log" 2>&1 &
   pid=$!
   for _ in $(seq 1 120); do curl -sf http://127.0.0.1:8001/health > /dev/null && break; sleep 0.5; done
   python3 tools/device/serve_load_test.py --base-url http://127.0.0.1:8001 --vocab-low 10 --vocab-high 4000 \
-    --prompt-len 24 --max-tokens 32 --json "$dir/load_test_tiny.json" 2>&1 | tee "$dir/load_test_tiny.log" || rc=1
+    --prompt-len 24 --max-tokens 32 --tie-gap 0.4 --json "$dir/load_test_tiny.json" 2>&1 | tee "$dir/load_test_tiny.log" || rc=1
   kill "$pid"; wait "$pid" || true
   if [[ "${SERVE_PEER:-1}" == 0 ]]; then return $rc; fi
   BRAIDINFER_LIBRARY="$BIN/libbraid.so" PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}" \
