@@ -243,6 +243,16 @@ std::vector<SequenceOutput> LLMEngine::step() {
   last_step_ = {};
   StepPlan plan = scheduler_->schedule();
   if (plan.empty()) {
+    // Nothing runs yet something waits: its first sequence cannot fit even an empty pool. The
+    // start-up check (a pool holds a whole context) rules this out; should it ever happen, that
+    // request ends here rather than the loop spinning on it.
+    if (Sequence* stuck = scheduler_->num_running() == 0 ? scheduler_->front_waiting() : nullptr) {
+      Live& live = *live_.at(stuck->id);
+      stuck->stop_reason = "the KV cache cannot hold this sequence";
+      finish(live, FinishReason::abort, Clock::now());
+      outputs.push_back(take_output(live));
+      live_.erase(stuck->id);
+    }
     publish_gauges(/*ran=*/false, /*graph=*/false);  // aborts may have freed pages
     return outputs;
   }

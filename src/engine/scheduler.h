@@ -50,6 +50,7 @@ class Scheduler {
 
   int num_running() const { return static_cast<int>(running_.size()); }
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
+  Sequence* front_waiting() const { return waiting_.empty() ? nullptr : waiting_.front(); }
   bool idle() const { return running_.empty() && waiting_.empty(); }
   int64_t preemptions() const { return preemptions_; }
 
