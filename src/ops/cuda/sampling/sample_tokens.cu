@@ -1,0 +1,410 @@
+// sample_tokens on CUDA: one block of 512 threads per row, every intermediate in shared memory
+// (no workspace), no host synchronisation. The row is read in passes (the first from HBM, the
+// rest mostly from L2):
+//   1. the maximum and its lowest index (greedy rows stop here), and, with top-k, a histogram of
+//      the top 11 bits of each logit's order key;
+//   2-3. top-k only: radix select on the keys (11, then 10 more bits), giving the top_k-th largest
+//      logit exactly;
+//   4. each kept token's probability (sampling::relative_prob) and integer weight, summed to W,
+//      and, with top-p, a weighted histogram of the top bits of the probability's fp32 bits
+//      (non-negative floats order like their bits);
+//   5-6. top-p only: the same weighted radix select, 10 more bits at a time, giving the threshold
+//      t and the kept mass exactly;
+//   7. the draw: the row split into one segment per warp, segment sums, the segment that holds u,
+//      again split, down to 128 tokens that one warp scans in order (about 1.07 passes).
+// Weights are integers, so every sum is exact and the token does not depend on how the block
+// splits the row: it equals the CPU reference's. Passes after the first skip the exp2 of any token
+// that cannot carry weight: below the top-k threshold, or with (l - m) * c more than 1/64 under
+// log2 of the smallest probability that still counts (min_p, 2^-40, the bucket or threshold being
+// selected). The exp2 is accurate to 2^-22, so the skipped tokens' weights are 0 anyway.
+// docs/perf/sample_tokens.md has the bytes and the passes.
+#include <climits>
+#include <cstdint>
+
+#include "core/cuda_check.h"
+#include "ops/cuda/common.cuh"
+#include "ops/cuda/cuda_ops.h"
+#include "ops/sample_tokens_math.h"
+
+namespace braid::cuda {
+
+namespace {
+
+namespace smp = braid::sampling;
+
+constexpr int kThreads = 512;
+constexpr int kWarps = kThreads / 32;
+constexpr int kStep = kThreads * 4;  // logits per pass step of the whole block
+constexpr int kUnroll = 4;           // float4 loads in flight per thread
+constexpr unsigned kFull = 0xffffffffu;
+
+struct SampleArgs {
+  const float* logits;
+  int64_t stride;
+  int vocab;
+  const float* temperature;
+  const int32_t* top_k;
+  const float* top_p;
+  const float* min_p;
+  const int64_t* seeds;
+  const int64_t* steps;
+  int32_t* tokens;
+};
+
+// Logits i .. i + 3 (i a multiple of 4); -inf past the end of the row.
+template <bool kVec>
+__device__ __forceinline__ float4 load4(const float* __restrict__ row, int i, int vocab) {
+  if (kVec && i + 3 < vocab) return *reinterpret_cast<const float4*>(row + i);
+  float4 v;
+  v.x = i < vocab ? row[i] : -INFINITY;
+  v.y = i + 1 < vocab ? row[i + 1] : -INFINITY;
+  v.z = i + 2 < vocab ? row[i + 2] : -INFINITY;
+  v.w = i + 3 < vocab ? row[i + 3] : -INFINITY;
+  return v;
+}
+
+// f(index, logit) for every logit of the row, each thread in ascending index order.
+template <bool kVec, typename F>
+__device__ __forceinline__ void for_each_logit(const float* __restrict__ row, int vocab, F&& f) {
+  int base = threadIdx.x * 4;
+  for (; base + (kUnroll - 1) * kStep + 3 < vocab; base += kUnroll * kStep) {
+    float4 v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) v[u] = load4<kVec>(row, base + u * kStep, vocab);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int i = base + u * kStep;
+      f(i, v[u].x);
+      f(i + 1, v[u].y);
+      f(i + 2, v[u].z);
+      f(i + 3, v[u].w);
+    }
+  }
+  for (; base < vocab; base += kStep) {
+    const float4 v = load4<kVec>(row, base, vocab);
+    f(base, v.x);
+    if (base + 1 < vocab) f(base + 1, v.y);
+    if (base + 2 < vocab) f(base + 2, v.z);
+    if (base + 3 < vocab) f(base + 3, v.w);
+  }
+}
+
+__device__ __forceinline__ uint64_t warp_sum_u64(uint64_t v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
+  return v;
+}
+
+struct Shared {
+  unsigned long long hist[1024];  // 8 KB: 1024 weights, or 2048 u32 counts
+  unsigned long long warp_u64[kWarps];
+  float warp_value[kWarps];
+  int warp_index[kWarps];
+  // Broadcasts from one thread to the block.
+  unsigned long long above, bin_mass, draw;
+  int bin, lo, hi;
+  float max_value;
+  int max_index;
+};
+
+__device__ __forceinline__ void clear_hist(Shared& s) {
+  for (int i = threadIdx.x; i < 1024; i += kThreads) s.hist[i] = 0;
+  __syncthreads();
+}
+
+__device__ __forceinline__ uint64_t block_sum_u64(uint64_t v, Shared& s) {
+  v = warp_sum_u64(v);
+  if ((threadIdx.x & 31) == 0) s.warp_u64[threadIdx.x >> 5] = v;
+  __syncthreads();
+  uint64_t total = 0;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) total += s.warp_u64[w];
+  __syncthreads();  // warp_u64 is written again by the next reduction
+  return total;
+}
+
+// The lowest index of the largest value, over the block; every thread gets it.
+__device__ __forceinline__ void block_argmax(float v, int i, Shared& s, float* out_v, int* out_i) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(kFull, v, o);
+    const int oi = __shfl_xor_sync(kFull, i, o);
+    if (ov > v || (ov == v && oi < i)) {
+      v = ov;
+      i = oi;
+    }
+  }
+  if ((threadIdx.x & 31) == 0) {
+    s.warp_value[threadIdx.x >> 5] = v;
+    s.warp_index[threadIdx.x >> 5] = i;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {  // v, i: warp 0's result
+    for (int w = 1; w < kWarps; ++w)
+      if (s.warp_value[w] > v || (s.warp_value[w] == v && s.warp_index[w] < i)) {
+        v = s.warp_value[w];
+        i = s.warp_index[w];
+      }
+    s.max_value = v;
+    s.max_index = i;
+  }
+  __syncthreads();
+  *out_v = s.max_value;
+  *out_i = s.max_index;
+}
+
+// Radix select over one level's histogram: the largest bin d with
+// above + (mass of bins >= d) >= target, given above < target <= above + (mass of all bins).
+// Sets s.bin = d, s.above = above + (mass of bins > d), s.bin_mass = mass of bin d.
+template <int kBins, typename T>
+__device__ __forceinline__ void select_bin(const T* hist, uint64_t above, uint64_t target,
+                                           Shared& s) {
+  constexpr int kPer = kBins / kThreads;
+  static_assert(kPer * kThreads == kBins, "bins must split evenly over the threads");
+  const int first = threadIdx.x * kPer;
+  uint64_t mine = 0;
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) mine += hist[first + j];
+  // The mass of the bins of higher threads: a suffix sum within the warp, then over warps.
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  uint64_t suffix = mine;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const uint64_t other = __shfl_down_sync(kFull, suffix, o);
+    if (lane + o < 32) suffix += other;
+  }
+  if (lane == 0) s.warp_u64[warp] = suffix;
+  __syncthreads();
+  uint64_t run = above + suffix - mine;
+  for (int w = warp + 1; w < kWarps; ++w) run += s.warp_u64[w];
+#pragma unroll
+  for (int j = kPer - 1; j >= 0; --j) {
+    const uint64_t h = hist[first + j];
+    if (run < target && run + h >= target) {  // exactly one bin of the block
+      s.bin = first + j;
+      s.above = run;
+      s.bin_mass = h;
+    }
+    run += h;
+  }
+  __syncthreads();  // s.* written; every thread is done reading hist and warp_u64
+}
+
+// Which tokens carry weight, and how much (the contract's w_i), given what is known so far.
+struct Keep {
+  float m, c, min_p;
+  float y_lo;          // skip the exp2 below this (never changes a weight: see the top)
+  uint32_t key_lo;     // top-k: the key of the top_k-th largest logit (0 keeps all)
+  uint32_t prob_lo;    // top-p: the bits of the threshold t (0 keeps all)
+
+  __device__ __forceinline__ uint64_t weight(float x, uint32_t* prob_bits) const {
+    const float l = smp::canonical(x);
+    if (smp::logit_key(l) < key_lo) return 0;
+    const float y = smp::mul_rn(smp::sub_rn(l, m), c);  // relative_prob's exponent, same bits
+    if (y < y_lo) return 0;
+    const float p = smp::exp2_nonpositive(y);
+    if (!(p >= min_p)) return 0;
+    *prob_bits = smp::float_bits(p);
+    if (*prob_bits < prob_lo) return 0;
+    return smp::weight_of(p);
+  }
+
+  // Raises the exp2 cut to what a probability must reach to count now.
+  __device__ __forceinline__ void skip_below(float p) {
+    if (p > 0.0f) y_lo = fmaxf(y_lo, log2f(p) - 1.0f / 64.0f);
+  }
+};
+
+template <bool kVec>
+__global__ void __launch_bounds__(kThreads, 2) sample_tokens_kernel(SampleArgs a) {
+  __shared__ Shared s;
+  const int r = blockIdx.x;
+  const float* __restrict__ row = a.logits + static_cast<int64_t>(r) * a.stride;
+  const int vocab = a.vocab;
+  const smp::RowParams p = smp::row_params(a.temperature[r], a.top_k[r], a.top_p[r], a.min_p[r],
+                                           a.seeds[r], a.steps[r], vocab);
+  const bool top_k = p.sample && p.top_k > 0;
+  const bool top_p = p.sample && p.top_p < 1.0f;
+  uint32_t* counts = reinterpret_cast<uint32_t*>(s.hist);  // 2048 bins
+  if (top_k) clear_hist(s);
+
+  // Pass 1: the maximum (lowest index), and top-k's first histogram.
+  float best = -INFINITY;
+  int best_index = INT_MAX;
+  for_each_logit<kVec>(row, vocab, [&](int i, float x) {
+    const float l = smp::canonical(x);
+    if (l > best || best_index == INT_MAX) {  // ascending i: the first of equal values stays
+      best = l;
+      best_index = i;
+    }
+    if (top_k) atomicAdd(&counts[smp::logit_key(l) >> 21], 1u);
+  });
+  float m;
+  int greedy;
+  block_argmax(best, best_index, s, &m, &greedy);
+  if (!p.sample || !(m > -INFINITY && m < INFINITY)) {
+    if (threadIdx.x == 0) a.tokens[r] = greedy;
+    return;
+  }
+
+  Keep keep{m, p.c, p.min_p, -INFINITY, 0u, 0u};
+  keep.skip_below(fmaxf(p.min_p, 0x1p-40f));
+
+  // Passes 2-3: the top_k-th largest key, 11 + 11 + 10 bits.
+  if (top_k) {
+    select_bin<2048>(counts, 0, static_cast<uint64_t>(p.top_k), s);
+    const uint32_t d1 = static_cast<uint32_t>(s.bin);
+    uint64_t above = s.above;
+    clear_hist(s);
+    for_each_logit<kVec>(row, vocab, [&](int, float x) {
+      const uint32_t key = smp::logit_key(x);
+      if ((key >> 21) == d1) atomicAdd(&counts[(key >> 10) & 2047u], 1u);
+    });
+    __syncthreads();
+    select_bin<2048>(counts, above, static_cast<uint64_t>(p.top_k), s);
+    const uint32_t prefix = (d1 << 11) | static_cast<uint32_t>(s.bin);
+    above = s.above;
+    clear_hist(s);
+    for_each_logit<kVec>(row, vocab, [&](int, float x) {
+      const uint32_t key = smp::logit_key(x);
+      if ((key >> 10) == prefix) atomicAdd(&counts[key & 1023u], 1u);
+    });
+    __syncthreads();
+    select_bin<1024>(counts, above, static_cast<uint64_t>(p.top_k), s);
+    keep.key_lo = (prefix << 10) | static_cast<uint32_t>(s.bin);
+  }
+
+  // Pass 4: the kept mass W, and top-p's first histogram (probability bits 29..20).
+  if (top_p) clear_hist(s);
+  uint64_t mine = 0;
+  for_each_logit<kVec>(row, vocab, [&](int, float x) {
+    uint32_t bits;
+    const uint64_t w = keep.weight(x, &bits);
+    if (w == 0) return;
+    mine += w;
+    if (top_p) atomicAdd(&s.hist[bits >> 20], static_cast<unsigned long long>(w));
+  });
+  uint64_t total = block_sum_u64(mine, s);
+
+  // Passes 5-6: the top-p threshold t, 10 bits at a time, and the mass it keeps.
+  if (top_p) {
+    const uint64_t target = smp::top_p_target(p.top_p, total);
+    select_bin<1024>(s.hist, 0, target, s);
+    const uint32_t e1 = static_cast<uint32_t>(s.bin);
+    uint64_t above = s.above;
+    Keep level = keep;
+    level.skip_below(smp::bits_float(e1 << 20));
+    clear_hist(s);
+    for_each_logit<kVec>(row, vocab, [&](int, float x) {
+      uint32_t bits;
+      const uint64_t w = level.weight(x, &bits);
+      if (w != 0 && (bits >> 20) == e1) atomicAdd(&s.hist[(bits >> 10) & 1023u],
+                                                  static_cast<unsigned long long>(w));
+    });
+    __syncthreads();
+    select_bin<1024>(s.hist, above, target, s);
+    const uint32_t prefix = (e1 << 10) | static_cast<uint32_t>(s.bin);
+    above = s.above;
+    level.skip_below(smp::bits_float(prefix << 10));
+    clear_hist(s);
+    for_each_logit<kVec>(row, vocab, [&](int, float x) {
+      uint32_t bits;
+      const uint64_t w = level.weight(x, &bits);
+      if (w != 0 && (bits >> 10) == prefix) atomicAdd(&s.hist[bits & 1023u],
+                                                       static_cast<unsigned long long>(w));
+    });
+    __syncthreads();
+    select_bin<1024>(s.hist, above, target, s);
+    keep.prob_lo = (prefix << 10) | static_cast<uint32_t>(s.bin);
+    total = s.above + s.bin_mass;  // the mass of {p >= t}
+    keep.skip_below(smp::bits_float(keep.prob_lo));
+  }
+
+  // Pass 7: the first index whose running weight passes u. Segments are multiples of 128
+  // logits, so every lane's float4 stays aligned.
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  uint64_t u = smp::draw_point(p.seed, p.step, total);
+  int lo = 0, hi = vocab;
+  while (hi - lo > 128) {
+    const int seg = ((hi - lo + kWarps - 1) / kWarps + 127) / 128 * 128;
+    const int wlo = min(hi, lo + warp * seg), whi = min(hi, wlo + seg);
+    uint64_t sum = 0;
+    for (int i = wlo + lane * 4; i < whi; i += 128) {
+      const float4 v = load4<kVec>(row, i, vocab);
+      uint32_t bits;
+      sum += keep.weight(v.x, &bits) + keep.weight(v.y, &bits) + keep.weight(v.z, &bits) +
+             keep.weight(v.w, &bits);
+    }
+    sum = warp_sum_u64(sum);
+    if (lane == 0) s.warp_u64[warp] = sum;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      uint64_t run = 0;
+      int w = 0;
+      while (w < kWarps - 1 && run + s.warp_u64[w] <= u) run += s.warp_u64[w++];
+      s.lo = min(hi, lo + w * seg);
+      s.hi = min(hi, s.lo + seg);
+      s.draw = u - run;
+    }
+    __syncthreads();
+    lo = s.lo;
+    hi = s.hi;
+    u = s.draw;
+  }
+  if (warp != 0) return;
+  int token = -1;
+  for (int base = lo; base < hi && token < 0; base += 128) {
+    const int i = base + lane * 4;
+    const float4 v = load4<kVec>(row, i, vocab);
+    uint32_t bits;
+    uint64_t w[4] = {keep.weight(v.x, &bits), keep.weight(v.y, &bits), keep.weight(v.z, &bits),
+                     keep.weight(v.w, &bits)};
+    const uint64_t sum = w[0] + w[1] + w[2] + w[3];
+    uint64_t incl = sum;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const uint64_t other = __shfl_up_sync(kFull, incl, o);
+      if (lane >= o) incl += other;
+    }
+    const uint64_t excl = incl - sum;
+    const unsigned hit = __ballot_sync(kFull, excl <= u && u < incl);
+    if (hit != 0) {
+      const int owner = __ffs(hit) - 1;
+      int found = -1;
+      if (lane == owner) {
+        uint64_t run = excl;
+        for (int k = 0; k < 4 && found < 0; ++k) {
+          run += w[k];
+          if (run > u) found = i + k;
+        }
+      }
+      token = __shfl_sync(kFull, found, owner);
+    } else {
+      u -= __shfl_sync(kFull, incl, 31);
+    }
+  }
+  if (lane == 0) a.tokens[r] = token >= 0 ? token : greedy;  // token < 0 cannot happen: u < W
+}
+
+}  // namespace
+
+void sample_tokens(const Tensor& logits, const Tensor& temperature, const Tensor& top_k,
+                   const Tensor& top_p, const Tensor& min_p, const Tensor& seeds,
+                   const Tensor& steps, const Tensor& workspace, const Tensor& tokens,
+                   Stream stream) {
+  (void)workspace;  // sample_tokens_workspace_bytes is 0
+  SampleArgs a{logits.ptr<float>(),        logits.row_stride(),        static_cast<int>(logits.size(1)),
+               temperature.ptr<float>(),   top_k.ptr<int32_t>(),       top_p.ptr<float>(),
+               min_p.ptr<float>(),         seeds.ptr<int64_t>(),       steps.ptr<int64_t>(),
+               tokens.ptr<int32_t>()};
+  const bool vec = aligned16(a.logits) && a.stride % 4 == 0;
+  const auto blocks = static_cast<unsigned>(logits.size(0));
+  auto s = static_cast<cudaStream_t>(stream.handle);
+  if (vec)
+    sample_tokens_kernel<true><<<blocks, kThreads, 0, s>>>(a);
+  else
+    sample_tokens_kernel<false><<<blocks, kThreads, 0, s>>>(a);
+  BRAID_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace braid::cuda
