@@ -93,11 +93,17 @@ int32_t run_one(const std::vector<float>& logits, const RowParams& p) {
 }
 
 // Logits shaped like a language model's: Gaussian with a few tall peaks; `style` adds ties
-// (rounded values), -inf (banned tokens), NaN, or a +inf.
+// (rounded values), -inf (banned tokens), NaN, or a +inf, or is a long flat tail (one token at 0,
+// the rest near -14.6, p ~ 2^-21 at temperature 1: top-p then needs the tail's mass).
 std::vector<float> random_logits(int64_t vocab, uint64_t seed, int style = 0) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, 2.5f);
   std::vector<float> l(static_cast<size_t>(vocab));
+  if (style == 5) {
+    for (auto& x : l) x = -14.6f + 0.004f * normal(rng);
+    l[static_cast<size_t>(rng() % vocab)] = 0.0f;
+    return l;
+  }
   for (auto& x : l) x = normal(rng);
   const int64_t peaks = std::min<int64_t>(vocab, 5);
   for (int64_t j = 0; j < peaks; ++j)
@@ -131,7 +137,8 @@ Batch random_batch(int64_t rows, int64_t vocab, uint64_t seed, int64_t pad = 0) 
   Batch b;
   b.vocab = vocab;
   b.pad = pad;
-  for (int64_t r = 0; r < rows; ++r) b.add(random_logits(vocab, rng(), static_cast<int>(r % 5)), random_params(rng, vocab));
+  for (int64_t r = 0; r < rows; ++r)
+    b.add(random_logits(vocab, rng(), static_cast<int>(r % 6)), random_params(rng, vocab));
   return b;
 }
 
@@ -485,20 +492,25 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) { return case_name(info.param); });
 
 TEST(SampleTokensCuda, ManySeedsOneRow) {
-  // One row, every parameter family, 600 draws: exercises boundaries of the draw.
+  // One row, every parameter family, 600 draws: exercises boundaries of the draw. A row of ties,
+  // and a long flat tail (top-p's histogram of the tail).
   BRAID_REQUIRE_CUDA();
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  const std::vector<float> l = random_logits(32000, rng(), 1);
-  Batch b;
-  b.vocab = 32000;
-  for (int i = 0; i < 600; ++i) {
-    RowParams p = random_params(rng, b.vocab);
-    if (p.temperature == 0.0f) p.temperature = 1.0f;
-    b.add(l, p);
+  for (int style : {1, 5}) {
+    SCOPED_TRACE("style " + std::to_string(style));
+    const int64_t vocab = style == 1 ? 32000 : 151936;
+    const std::vector<float> l = random_logits(vocab, rng(), style);
+    Batch b;
+    b.vocab = vocab;
+    for (int i = 0; i < 600; ++i) {
+      RowParams p = random_params(rng, b.vocab);
+      if (p.temperature == 0.0f) p.temperature = 1.0f;
+      b.add(l, p);
+    }
+    EXPECT_EQ(run(b, Device::cuda()), run(b, Device::cpu()));
   }
-  EXPECT_EQ(run(b, Device::cuda()), run(b, Device::cpu()));
 }
 
 TEST(SampleTokensCuda, OutOfRangeValuesReadAsDocumented) {
