@@ -559,16 +559,24 @@ TEST(SampleTokensCuda, OutOfRangeValuesReadAsDocumented) {
 }
 
 TEST(SampleTokensCuda, TokenDoesNotDependOnTheBatch) {
+  // Alone, in a batch of 37, and in a batch of 300 (more rows than SMs: the kernel then takes
+  // narrower blocks, which must not change a token either).
   BRAID_REQUIRE_CUDA();
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   const Batch big = random_batch(37, 50000, seed);
   const std::vector<int32_t> together = run(big, Device::cuda());
+  Batch crowd = big;
+  const Batch filler = random_batch(300 - 37, 50000, seed + 1);
+  crowd.logits.insert(crowd.logits.end(), filler.logits.begin(), filler.logits.end());
+  crowd.params.insert(crowd.params.end(), filler.params.begin(), filler.params.end());
+  const std::vector<int32_t> crowded = run(crowd, Device::cuda());
   for (int64_t r = 0; r < big.rows(); ++r) {
     Batch one;
     one.vocab = big.vocab;
     one.add(std::vector<float>(big.row(r), big.row(r) + big.vocab), big.params[r]);
     EXPECT_EQ(run(one, Device::cuda())[0], together[static_cast<size_t>(r)]) << "row " << r;
+    EXPECT_EQ(crowded[static_cast<size_t>(r)], together[static_cast<size_t>(r)]) << "row " << r;
   }
 }
 

@@ -33,10 +33,10 @@ namespace {
 
 namespace smp = braid::sampling;
 
-constexpr int kThreads = 512;
-constexpr int kWarps = kThreads / 32;
-constexpr int kStep = kThreads * 4;  // logits per pass step of the whole block
-constexpr int kUnroll = 4;           // float4 loads in flight per thread
+// Blocks of 1024 threads while the rows leave SMs idle (more loads in flight per row), else 512
+// (two blocks per SM). The token does not depend on the choice: every sum is exact.
+constexpr int kMaxWarps = 32;
+constexpr int kUnroll = 4;  // float4 loads in flight per thread
 constexpr unsigned kFull = 0xffffffffu;
 
 struct SampleArgs {
@@ -65,8 +65,9 @@ __device__ __forceinline__ float4 load4(const float* __restrict__ row, int i, in
 }
 
 // f(index, logit) for every logit of the row, each thread in ascending index order.
-template <bool kVec, typename F>
+template <int kThreads, bool kVec, typename F>
 __device__ __forceinline__ void for_each_logit(const float* __restrict__ row, int vocab, F&& f) {
+  constexpr int kStep = kThreads * 4;  // logits per step of the whole block
   int base = threadIdx.x * 4;
   for (; base + (kUnroll - 1) * kStep + 3 < vocab; base += kUnroll * kStep) {
     float4 v[kUnroll];
@@ -98,10 +99,10 @@ __device__ __forceinline__ uint64_t warp_sum_u64(uint64_t v) {
 
 struct Shared {
   unsigned long long hist[1024];  // 8 KB: see hist_add
-  unsigned long long warp_u64[kWarps];
-  unsigned long long seg_sum[kWarps];  // the draw's segment sums
-  float warp_value[kWarps];
-  int warp_index[kWarps];
+  unsigned long long warp_u64[kMaxWarps];
+  unsigned long long seg_sum[kMaxWarps];  // the draw's segment sums
+  float warp_value[kMaxWarps];
+  int warp_index[kMaxWarps];
   // Broadcasts from one thread to the block.
   unsigned long long above, bin_mass, draw;
   int bin, lo, hi;
@@ -109,12 +110,15 @@ struct Shared {
   int max_index;
 };
 
+template <int kThreads>
 __device__ __forceinline__ void clear_hist(Shared& s) {
   for (int i = threadIdx.x; i < 1024; i += kThreads) s.hist[i] = 0;
   __syncthreads();
 }
 
+template <int kThreads>
 __device__ __forceinline__ uint64_t block_sum_u64(uint64_t v, Shared& s) {
+  constexpr int kWarps = kThreads / 32;
   v = warp_sum_u64(v);
   if ((threadIdx.x & 31) == 0) s.warp_u64[threadIdx.x >> 5] = v;
   __syncthreads();
@@ -126,7 +130,9 @@ __device__ __forceinline__ uint64_t block_sum_u64(uint64_t v, Shared& s) {
 }
 
 // The lowest index of the largest value, over the block; every thread gets it.
+template <int kThreads>
 __device__ __forceinline__ void block_argmax(float v, int i, Shared& s, float* out_v, int* out_i) {
+  constexpr int kWarps = kThreads / 32;
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     const float ov = __shfl_xor_sync(kFull, v, o);
@@ -182,8 +188,9 @@ __device__ __forceinline__ uint64_t hist_mass(const Shared& s, int bin) {
 // Radix select over one level's histogram (mass(b) of bin b): the largest bin d with
 // above + (mass of bins >= d) >= target, given above < target <= above + (mass of all bins).
 // Sets s.bin = d, s.above = above + (mass of bins > d), s.bin_mass = mass of bin d.
-template <int kBins, typename Mass>
+template <int kThreads, int kBins, typename Mass>
 __device__ __forceinline__ void select_bin(Mass&& mass, uint64_t above, uint64_t target, Shared& s) {
+  constexpr int kWarps = kThreads / 32;
   constexpr int kPer = kBins / kThreads;
   static_assert(kPer * kThreads == kBins, "bins must split evenly over the threads");
   const int first = threadIdx.x * kPer;
@@ -243,7 +250,9 @@ struct Keep {
 
 // The draw's segments: the block's warps split [lo, lo + len) into kWarps pieces of a multiple
 // of 128 logits (so every lane's float4 stays 16-byte aligned).
+template <int kThreads>
 __device__ __forceinline__ int segment_size(int len) {
+  constexpr int kWarps = kThreads / 32;
   return ((len + kWarps - 1) / kWarps + 127) / 128 * 128;
 }
 
@@ -274,8 +283,9 @@ __device__ __forceinline__ uint64_t warp_range_sum(const float* __restrict__ row
 // the heavy ones cannot reach the target. A bin boundary: 2^-20 = bits 0x35800000.
 constexpr uint32_t kHistFloorBits = 0x35800000u;
 
-template <bool kVec>
-__global__ void __launch_bounds__(kThreads, 2) sample_tokens_kernel(SampleArgs a) {
+template <int kThreads, bool kVec>
+__global__ void __launch_bounds__(kThreads, 1024 / kThreads) sample_tokens_kernel(SampleArgs a) {
+  constexpr int kWarps = kThreads / 32;
   __shared__ Shared s;
   const int r = blockIdx.x;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -291,7 +301,7 @@ __global__ void __launch_bounds__(kThreads, 2) sample_tokens_kernel(SampleArgs a
   // Pass 1: the maximum (lowest index).
   float best = -INFINITY;
   int best_index = INT_MAX;
-  for_each_logit<kVec>(row, vocab, [&](int i, float x) {
+  for_each_logit<kThreads, kVec>(row, vocab, [&](int i, float x) {
     const float l = smp::canonical(x);
     if (l > best || best_index == INT_MAX) {  // ascending i: the first of equal values stays
       best = l;
@@ -300,7 +310,7 @@ __global__ void __launch_bounds__(kThreads, 2) sample_tokens_kernel(SampleArgs a
   });
   float m;
   int greedy;
-  block_argmax(best, best_index, s, &m, &greedy);
+  block_argmax<kThreads>(best, best_index, s, &m, &greedy);
   if (!p.sample || !(m > -INFINITY && m < INFINITY)) {
     if (threadIdx.x == 0) a.tokens[r] = greedy;
     return;
@@ -319,35 +329,35 @@ __global__ void __launch_bounds__(kThreads, 2) sample_tokens_kernel(SampleArgs a
       *key = smp::logit_key(l);
       return smp::mul_rn(smp::sub_rn(l, m), keep.c) >= keep.y_lo;
     };
-    clear_hist(s);
+    clear_hist<kThreads>(s);
     uint64_t mine = 0;
-    for_each_logit<kVec>(row, vocab, [&](int, float x) {
+    for_each_logit<kThreads, kVec>(row, vocab, [&](int, float x) {
       uint32_t key;
       if (!candidate_key(x, &key)) return;
       ++mine;
       count_add(s, key >> 21);
     });
-    const uint64_t candidates = block_sum_u64(mine, s);
+    const uint64_t candidates = block_sum_u64<kThreads>(mine, s);
     if (candidates > static_cast<uint64_t>(p.top_k)) {
-      select_bin<2048>(counts, 0, static_cast<uint64_t>(p.top_k), s);
+      select_bin<kThreads, 2048>(counts, 0, static_cast<uint64_t>(p.top_k), s);
       const uint32_t d1 = static_cast<uint32_t>(s.bin);
       uint64_t above = s.above;
-      clear_hist(s);
-      for_each_logit<kVec>(row, vocab, [&](int, float x) {
+      clear_hist<kThreads>(s);
+      for_each_logit<kThreads, kVec>(row, vocab, [&](int, float x) {
         uint32_t key;
         if (candidate_key(x, &key) && (key >> 21) == d1) count_add(s, (key >> 10) & 2047u);
       });
       __syncthreads();
-      select_bin<2048>(counts, above, static_cast<uint64_t>(p.top_k), s);
+      select_bin<kThreads, 2048>(counts, above, static_cast<uint64_t>(p.top_k), s);
       const uint32_t prefix = (d1 << 11) | static_cast<uint32_t>(s.bin);
       above = s.above;
-      clear_hist(s);
-      for_each_logit<kVec>(row, vocab, [&](int, float x) {
+      clear_hist<kThreads>(s);
+      for_each_logit<kThreads, kVec>(row, vocab, [&](int, float x) {
         uint32_t key;
         if (candidate_key(x, &key) && (key >> 10) == prefix) count_add(s, key & 1023u);
       });
       __syncthreads();
-      select_bin<1024>(counts, above, static_cast<uint64_t>(p.top_k), s);
+      select_bin<kThreads, 1024>(counts, above, static_cast<uint64_t>(p.top_k), s);
       keep.top_k = true;
       keep.key_lo = (prefix << 10) | static_cast<uint32_t>(s.bin);
     }
@@ -356,8 +366,8 @@ __global__ void __launch_bounds__(kThreads, 2) sample_tokens_kernel(SampleArgs a
   // Pass 5: the weights, in the draw's first segments (their sums are kept: without top-p the
   // draw starts from them), the kept mass W, and top-p's first histogram (probability bits
   // 29..20) of the tokens at or above 2^-20.
-  if (top_p) clear_hist(s);
-  const int seg = segment_size(vocab);
+  if (top_p) clear_hist<kThreads>(s);
+  const int seg = segment_size<kThreads>(vocab);
   const int wlo = min(vocab, warp * seg), whi = min(vocab, wlo + seg);
   uint64_t heavy = 0;
   const uint64_t sum = warp_range_sum<kVec>(row, wlo, whi, vocab, [&](float x) -> uint64_t {
@@ -378,39 +388,39 @@ __global__ void __launch_bounds__(kThreads, 2) sample_tokens_kernel(SampleArgs a
   // Passes 6-7 (top-p): the threshold t, 10 bits at a time, and the mass it keeps.
   if (top_p) {
     const uint64_t target = smp::top_p_target(p.top_p, total);
-    if (block_sum_u64(heavy, s) < target) {  // the tail matters: histogram every token
-      clear_hist(s);
-      for_each_logit<kVec>(row, vocab, [&](int, float x) {
+    if (block_sum_u64<kThreads>(heavy, s) < target) {  // the tail matters: histogram every token
+      clear_hist<kThreads>(s);
+      for_each_logit<kThreads, kVec>(row, vocab, [&](int, float x) {
         uint32_t bits;
         const uint64_t w = keep.weight(x, &bits);
         if (w != 0) hist_add(s, bits >> 20, w);
       });
       __syncthreads();
     }
-    select_bin<1024>(mass_of, 0, target, s);
+    select_bin<kThreads, 1024>(mass_of, 0, target, s);
     const uint32_t e1 = static_cast<uint32_t>(s.bin);
     uint64_t above = s.above;
     Keep level = keep;
     level.skip_below(smp::bits_float(e1 << 20));
-    clear_hist(s);
-    for_each_logit<kVec>(row, vocab, [&](int, float x) {
+    clear_hist<kThreads>(s);
+    for_each_logit<kThreads, kVec>(row, vocab, [&](int, float x) {
       uint32_t bits;
       const uint64_t w = level.weight(x, &bits);
       if (w != 0 && (bits >> 20) == e1) hist_add(s, (bits >> 10) & 1023u, w);
     });
     __syncthreads();
-    select_bin<1024>(mass_of, above, target, s);
+    select_bin<kThreads, 1024>(mass_of, above, target, s);
     const uint32_t prefix = (e1 << 10) | static_cast<uint32_t>(s.bin);
     above = s.above;
     level.skip_below(smp::bits_float(prefix << 10));
-    clear_hist(s);
-    for_each_logit<kVec>(row, vocab, [&](int, float x) {
+    clear_hist<kThreads>(s);
+    for_each_logit<kThreads, kVec>(row, vocab, [&](int, float x) {
       uint32_t bits;
       const uint64_t w = level.weight(x, &bits);
       if (w != 0 && (bits >> 10) == prefix) hist_add(s, bits & 1023u, w);
     });
     __syncthreads();
-    select_bin<1024>(mass_of, above, target, s);
+    select_bin<kThreads, 1024>(mass_of, above, target, s);
     keep.prob_lo = (prefix << 10) | static_cast<uint32_t>(s.bin);
     total = s.above + s.bin_mass;  // the mass of {p >= t}
     keep.skip_below(smp::bits_float(keep.prob_lo));
@@ -445,7 +455,7 @@ __global__ void __launch_bounds__(kThreads, 2) sample_tokens_kernel(SampleArgs a
     lo = s.lo;
     hi = s.hi;
     u = s.draw;
-    len_seg = segment_size(hi - lo);
+    len_seg = segment_size<kThreads>(hi - lo);
     __syncthreads();  // s.seg_sum and s.lo.. are written again in the next round
   }
   if (warp != 0) return;
@@ -495,10 +505,18 @@ void sample_tokens(const Tensor& logits, const Tensor& temperature, const Tensor
   const bool vec = aligned16(a.logits) && a.stride % 4 == 0;
   const auto blocks = static_cast<unsigned>(logits.size(0));
   auto s = static_cast<cudaStream_t>(stream.handle);
-  if (vec)
-    sample_tokens_kernel<true><<<blocks, kThreads, 0, s>>>(a);
+  int sms = 0, device = 0;
+  BRAID_CUDA_CHECK(cudaGetDevice(&device));
+  BRAID_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const bool wide = blocks <= static_cast<unsigned>(sms);
+  if (wide && vec)
+    sample_tokens_kernel<1024, true><<<blocks, 1024, 0, s>>>(a);
+  else if (wide)
+    sample_tokens_kernel<1024, false><<<blocks, 1024, 0, s>>>(a);
+  else if (vec)
+    sample_tokens_kernel<512, true><<<blocks, 512, 0, s>>>(a);
   else
-    sample_tokens_kernel<false><<<blocks, kThreads, 0, s>>>(a);
+    sample_tokens_kernel<512, false><<<blocks, 512, 0, s>>>(a);
   BRAID_CUDA_CHECK_LAUNCH();
 }
 
