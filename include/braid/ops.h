@@ -161,7 +161,7 @@ void argmax(const Tensor& x, const Tensor& out, Stream stream = {});
 //   tokens      [m] i32, contiguous
 // Parameter values are checked on the CPU; on CUDA (where checking would need a host
 // synchronisation) they are read as: temperature NaN, inf or < 1e-5 greedy; top_k <= 0 off;
-// top_p NaN or >= 1 off, <= 0 keeps just the maximum; min_p NaN or < 0 as 0, > 1 as 1. No host
+// top_p NaN or >= 1 off, <= 0 keeps just the most likely; min_p NaN or < 0 as 0, > 1 as 1. No host
 // synchronisation and no allocation on CUDA: graph-capturable.
 int64_t sample_tokens_workspace_bytes(int64_t rows, int64_t vocab);
 void sample_tokens(const Tensor& logits, const Tensor& temperature, const Tensor& top_k,

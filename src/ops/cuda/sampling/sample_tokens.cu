@@ -1,4 +1,5 @@
-// sample_tokens on CUDA: one block of 512 threads per row, every intermediate in shared memory
+// sample_tokens on CUDA: one block per row (1024 threads while the rows fit the SMs, else 512),
+// every intermediate in shared memory
 // (no workspace), no host synchronisation. The row is read in passes (the first from HBM, the
 // rest mostly from L2):
 //   1. the maximum and its lowest index (greedy rows stop here);
