@@ -176,6 +176,32 @@ BRAID_API braid_status braid_softmax(const braid_tensor* x, const braid_tensor* 
  * x [..., d] rows, float; out [rows] i32/i64. */
 BRAID_API braid_status braid_argmax(const braid_tensor* x, const braid_tensor* out, void* stream);
 
+/* One token per row of logits, with the row's own temperature, top-k, top-p, min-p and seeded
+ * counter-based draw (the serving engine's sampler without penalties; exact rules in ops.h's
+ * sample_tokens). A row's token depends only on its own logits and parameters; CUDA and the CPU
+ * give the same token. Rows with temperature < 1e-5 are greedy (lowest index of the maximum,
+ * NaN never wins).
+ *   logits      [m, V] f32, rows; 1 <= V <= 2^24 - 1
+ *   temperature [m] f32 (>= 0, finite)
+ *   top_k       [m] i32 (0 or -1: off)
+ *   top_p       [m] f32 in (0, 1] (1: off)
+ *   min_p       [m] f32 in [0, 1] (0: off), relative to the most likely token
+ *   seeds       [m] i64 and steps [m] i64: the u64 seed and output position of each row's draw
+ *   workspace   u8, contiguous, at least braid_sample_tokens_workspace_bytes(m, V) bytes (today
+ *               0: NULL will do)
+ *   tokens      [m] i32
+ * All per-row tensors contiguous. Values are checked on the CPU; CUDA reads out-of-range ones as
+ * ops.h says (no host synchronisation: graph-capturable). The workspace size is -1 for invalid
+ * sizes (braid_last_error_message says why). */
+BRAID_API int64_t braid_sample_tokens_workspace_bytes(int64_t rows, int64_t vocab);
+BRAID_API braid_status braid_sample_tokens(const braid_tensor* logits,
+                                           const braid_tensor* temperature,
+                                           const braid_tensor* top_k, const braid_tensor* top_p,
+                                           const braid_tensor* min_p, const braid_tensor* seeds,
+                                           const braid_tensor* steps,
+                                           const braid_tensor* workspace,
+                                           const braid_tensor* tokens, void* stream);
+
 /* Attention over a paged KV cache with ragged queries (each sequence's queries are its last
  * q_len tokens; causal query i sees keys 0 .. kv_len - q_len + i; GQA by head groups).
  *   q            [total_q, q_heads, head_dim] float

@@ -125,6 +125,50 @@ void softmax(const Tensor& x, const Tensor& out, Stream stream = {});
 //   out [rows] i32 or i64
 void argmax(const Tensor& x, const Tensor& out, Stream stream = {});
 
+// sample_tokens: one token per row of logits, drawn with the row's own temperature, top-k, top-p,
+// min-p and seeded counter-based draw (the serving engine's sampler, without penalties). A row's
+// token depends only on its logits and its parameters, never on the other rows. For row r, with
+// l = logits[r, :], NaN read as -inf, and V = vocab:
+//   greedy: temperature[r] < 1e-5 (on CUDA also NaN or inf), or the row's maximum m is not finite
+//     (all -inf / NaN, or a +inf): token = the lowest index of the maximum (a row of nothing but
+//     -inf and NaN gives 0; NaN never wins, unlike argmax()).
+//   otherwise, with c = fp32(log2(e) / temperature[r]):
+//     p_i   = exp2((l_i - m) * c) in fp32 (1 at the maximum): sampling::exp2_nonpositive of
+//             src/ops/sample_tokens_math.h, the same bits on every device (relative error
+//             < 2^-22; below 2^-125 it is 0)
+//     kept  = {i : p_i >= min_p[r]}, and if 0 < top_k[r] < V also l_i >= the top_k[r]-th largest
+//             logit (ties at the threshold are all kept)
+//     w_i   = floor(p_i * 2^40) for kept i, else 0 (integer weights: every sum below is exact,
+//             so no summation order can change a token); W = sum of w_i
+//     top-p: if top_p[r] < 1, the kept set is cut to {i : p_i >= t}, t the largest value with
+//             sum of w_j over {kept j : p_j >= t} >= ceil(top_p[r] * W) (ties at t all kept);
+//             W becomes that sum
+//     draw:  u = floor(sampling::uniform_bits53(seeds[r], steps[r]) * W / 2^53), in [0, W)
+//             (include/braid/sampling_random.h: the engine's draw); token = the first index i
+//             (in index order) at which the running sum of w reaches past u, w_0 + ... + w_i > u
+//   The most likely token is always kept (w = 2^40), so W >= 2^40 and some token is drawn; a
+//   token with p < 2^-40 (relative to the most likely) has weight 0 and is never drawn.
+//   logits      [m, V] f32, rows (row stride >= V); 1 <= V <= 2^24 - 1
+//   temperature [m] f32, contiguous: >= 0 and finite
+//   top_k       [m] i32, contiguous: >= -1 (0 or -1: off; >= V: off)
+//   top_p       [m] f32, contiguous: in (0, 1] (1: off)
+//   min_p       [m] f32, contiguous: in [0, 1] (0: off), relative to the most likely token
+//   seeds       [m] i64, contiguous: the u64 bits of each request's seed
+//   steps       [m] i64, contiguous: the u64 bits of each row's output position (the draw counter)
+//   workspace   u8, contiguous, at least sample_tokens_workspace_bytes(m, V) bytes; may be
+//               undefined while that is 0 (it is 0 today: one block per row keeps its state in
+//               shared memory)
+//   tokens      [m] i32, contiguous
+// Parameter values are checked on the CPU; on CUDA (where checking would need a host
+// synchronisation) they are read as: temperature NaN, inf or < 1e-5 greedy; top_k <= 0 off;
+// top_p NaN or >= 1 off, <= 0 keeps just the most likely; min_p NaN or < 0 as 0, > 1 as 1. No host
+// synchronisation and no allocation on CUDA: graph-capturable.
+int64_t sample_tokens_workspace_bytes(int64_t rows, int64_t vocab);
+void sample_tokens(const Tensor& logits, const Tensor& temperature, const Tensor& top_k,
+                   const Tensor& top_p, const Tensor& min_p, const Tensor& seeds,
+                   const Tensor& steps, const Tensor& workspace, const Tensor& tokens,
+                   Stream stream = {});
+
 // ---------------------------------------------------------------------------------------------
 // Attention over a paged KV cache.
 //

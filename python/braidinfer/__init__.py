@@ -55,6 +55,8 @@ from .ops import (
     paged_kv_gather,
     rms_norm,
     rope_apply,
+    sample_tokens,
+    sample_tokens_workspace_bytes,
     silu_mul,
     softmax,
 )
@@ -96,6 +98,8 @@ __all__ = [
     "paged_kv_gather",
     "rms_norm",
     "rope_apply",
+    "sample_tokens",
+    "sample_tokens_workspace_bytes",
     "silu_mul",
     "softmax",
     "status_string",

@@ -101,6 +101,8 @@ _PROTOTYPES = {
     "braid_gemm": (ctypes.c_int, [_T, _T, _T, _T, _S]),
     "braid_softmax": (ctypes.c_int, [_T, _T, _S]),
     "braid_argmax": (ctypes.c_int, [_T, _T, _S]),
+    "braid_sample_tokens_workspace_bytes": (ctypes.c_int64, [ctypes.c_int64, ctypes.c_int64]),
+    "braid_sample_tokens": (ctypes.c_int, [_T, _T, _T, _T, _T, _T, _T, _T, _T, _S]),
     "braid_attention": (
         ctypes.c_int,
         [_T, _T, _T, _T, _T, _T, ctypes.c_int, ctypes.c_float, _T, _T, _S],

@@ -29,6 +29,8 @@ __all__ = [
     "gemm",
     "softmax",
     "argmax",
+    "sample_tokens",
+    "sample_tokens_workspace_bytes",
     "attention",
     "attention_prefill",
     "attention_decode",
@@ -370,6 +372,44 @@ def kv_append(k, v, slots, k_pages, v_pages, *, stream=None):
     c.run(c.tensor("k", k), c.tensor("v", v), c.tensor("slots", slots),
           c.tensor("k_pages", k_pages, writable=True), c.tensor("v_pages", v_pages, writable=True))
     return k_pages, v_pages
+
+
+def sample_tokens_workspace_bytes(rows, vocab):
+    """Bytes of the u8 workspace sample_tokens needs for [rows, vocab] logits (0 today)."""
+    n = int(function("braid_sample_tokens_workspace_bytes")(ctypes.c_int64(int(rows)),
+                                                            ctypes.c_int64(int(vocab))))
+    if n < 0:
+        check(Status.INVALID_ARGUMENT)  # raises with the library's message
+    return n
+
+
+def sample_tokens(logits, temperature, top_k, top_p, min_p, seeds, steps, tokens=None, *,
+                  workspace=None, stream=None):
+    """One token per row of logits, with each row's own temperature, top-k, top-p, min-p and
+    seeded counter-based draw (the serving engine's sampler without penalties; the exact rules are
+    sample_tokens' in include/braid/ops.h). A row's token depends only on its own logits and
+    parameters, and CUDA gives the CPU's token.
+    logits [m, V] float32 rows; temperature [m] float32 (< 1e-5: greedy, lowest index of the
+    maximum, NaN never wins); top_k [m] int32 (0 or -1: off); top_p [m] float32 in (0, 1] (1: off);
+    min_p [m] float32 in [0, 1] (relative to the most likely token); seeds, steps [m] int64 (the
+    draw is a function of (seed, step) alone); tokens [m] int32, allocated when None. No host
+    synchronisation on CUDA (graph-capturable) once the workspace (sample_tokens_workspace_bytes;
+    0 bytes today) is passed or not needed. Returns tokens."""
+    op = "sample_tokens"
+    if tokens is None:
+        _need_dims(op, "logits", logits, 1)
+        tokens = _convert.empty(logits, (_shape(logits)[0],), "i32")
+    if workspace is None and _convert.is_torch(logits) and logits.is_cuda and len(logits.shape) == 2:
+        size = sample_tokens_workspace_bytes(*_shape(logits))
+        if size > 0:
+            workspace = _convert.empty(logits, (size,), "u8")
+    c = _Call(op, stream)
+    c.run(c.tensor("logits", logits), c.tensor("temperature", temperature),
+          c.tensor("top_k", top_k), c.tensor("top_p", top_p), c.tensor("min_p", min_p),
+          c.tensor("seeds", seeds), c.tensor("steps", steps),
+          c.optional("workspace", workspace, writable=True),
+          c.tensor("tokens", tokens, writable=True))
+    return tokens
 
 
 def _last_offset(op, arg, cu_seqlens):

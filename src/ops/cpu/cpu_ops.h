@@ -15,6 +15,9 @@ void silu_mul(const Tensor& x, const Tensor& out);
 void gemm(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out);
 void softmax(const Tensor& x, const Tensor& out);
 void argmax(const Tensor& x, const Tensor& out);
+void sample_tokens(const Tensor& logits, const Tensor& temperature, const Tensor& top_k,
+                   const Tensor& top_p, const Tensor& min_p, const Tensor& seeds,
+                   const Tensor& steps, const Tensor& tokens);
 void attention(const Tensor& q, const Tensor& cu_seqlens_q, const ops::PagedKV& kv, bool causal,
                float softmax_scale, const Tensor& out, const Tensor& lse);
 void moe_route_topk_softmax(const Tensor& logits, int k, bool renormalize,

@@ -16,6 +16,10 @@ void silu_mul(const Tensor& x, const Tensor& out, Stream stream);
 void gemm(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out, Stream stream);
 void softmax(const Tensor& x, const Tensor& out, Stream stream);
 void argmax(const Tensor& x, const Tensor& out, Stream stream);
+void sample_tokens(const Tensor& logits, const Tensor& temperature, const Tensor& top_k,
+                   const Tensor& top_p, const Tensor& min_p, const Tensor& seeds,
+                   const Tensor& steps, const Tensor& workspace, const Tensor& tokens,
+                   Stream stream);
 // The head_dims attention's kernel is built for; the caller refuses others before launching.
 bool attention_supports_head_dim(int64_t head_dim);
 void attention(const Tensor& q, const Tensor& cu_seqlens_q, const ops::PagedKV& kv, bool causal,
