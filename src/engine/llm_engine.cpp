@@ -256,19 +256,26 @@ std::vector<SequenceOutput> LLMEngine::step() {
     publish_gauges(/*ran=*/false, /*graph=*/false);  // aborts may have freed pages
     return outputs;
   }
-  bool greedy_only = true;
+  // Greedy rows stay on the device (decode graphs); rows that sample plainly too
+  // (ops::sample_tokens); penalties, logprobs and bans (min_tokens) bring the logits to the host.
+  bool all_greedy = true, on_device = true;
+  std::vector<RowSampling> row_sampling;
   for (const ScheduledSequence& s : plan.seqs) {
     const double n = s.num_tokens, kv = s.start + s.num_tokens;
     last_step_.kv_tokens += static_cast<int64_t>(kv);
     last_step_.attention_pairs += n * s.start + n * (n + 1) / 2;
     last_step_.decode_seqs += s.num_tokens == 1 ? 1 : 0;
     if (s.seq->first_scheduled == Clock::time_point{}) s.seq->first_scheduled = start;
+    if (!s.samples()) continue;
     const SamplingParams& p = s.seq->sampling;
-    if (s.samples() && (!p.greedy() || p.has_penalties() || p.logprobs >= 0 ||
-                        s.seq->num_output() < s.seq->stop.min_tokens))
-      greedy_only = false;
+    all_greedy = all_greedy && p.greedy();
+    on_device = on_device && !p.has_penalties() && p.logprobs < 0 &&
+                s.seq->num_output() >= s.seq->stop.min_tokens;
+    row_sampling.push_back({p.greedy() ? 0.0f : p.temperature, p.top_k, p.top_p, p.min_p, p.seed,
+                            static_cast<uint64_t>(s.seq->num_output())});
   }
-  const StepResult result = runner_->run(plan, greedy_only);
+  const SampleOn sample_on = !on_device ? SampleOn::host : all_greedy ? SampleOn::greedy : SampleOn::device;
+  const StepResult result = runner_->run(plan, sample_on, row_sampling);
   scheduler_->complete(plan);
 
   const Clock::time_point now = Clock::now();
@@ -282,8 +289,8 @@ std::vector<SequenceOutput> LLMEngine::step() {
     Sequence& seq = live.seq;
     int32_t token;
     TokenLogprob lp;
-    if (!result.greedy.empty()) {
-      token = result.greedy[static_cast<size_t>(r)];
+    if (!result.tokens.empty()) {
+      token = result.tokens[static_cast<size_t>(r)];
     } else {
       banned.clear();
       if (seq.num_output() < seq.stop.min_tokens) {

@@ -71,6 +71,12 @@ ModelRunner::ModelRunner(const model::ModelConfig& c, const model::Weights& w, c
   device_inputs_ = OwnedTensor(DType::i32, {biggest.size}, w.device);
   logits_ = OwnedTensor(DType::f32, {max_rows, c.vocab_size}, w.device);
   greedy_ids_ = OwnedTensor(DType::i32, {max_rows}, w.device);
+  temperature_ = OwnedTensor(DType::f32, {max_rows}, w.device);
+  top_k_ = OwnedTensor(DType::i32, {max_rows}, w.device);
+  top_p_ = OwnedTensor(DType::f32, {max_rows}, w.device);
+  min_p_ = OwnedTensor(DType::f32, {max_rows}, w.device);
+  seeds_ = OwnedTensor(DType::i64, {max_rows}, w.device);
+  steps_ = OwnedTensor(DType::i64, {max_rows}, w.device);
   if (cuda_) host_logits_ = OwnedTensor(DType::f32, {max_rows, c.vocab_size}, Device::cpu());
   if (cuda_ && rc.cuda_graphs) graph_sizes_ = graph_ladder(max_rows);
 
@@ -166,7 +172,8 @@ model::StepInputs ModelRunner::inputs_at(const Tensor& d, const Layout& l, bool 
   return in;
 }
 
-StepResult ModelRunner::run(const StepPlan& plan, bool greedy_only) {
+StepResult ModelRunner::run(const StepPlan& plan, SampleOn on, const std::vector<RowSampling>& sampling) {
+  const bool greedy_only = on == SampleOn::greedy;
   const int seqs = static_cast<int>(plan.seqs.size());
   int rows = 0;
   for (const ScheduledSequence& s : plan.seqs) rows += s.samples() ? 1 : 0;
@@ -203,16 +210,22 @@ StepResult ModelRunner::run(const StepPlan& plan, bool greedy_only) {
   const Tensor logits = logits_.view().slice(0, 0, std::max(rows, 1));
   model::StepInputs head_in = in;
   if (rows == 0) head_in.logit_rows = Tensor{};
-  if (cuda_ && greedy_only && rows > 0) {
-    const Tensor ids = greedy_ids_.view().slice(0, 0, rows);
+  const Tensor ids = greedy_ids_.view().slice(0, 0, std::max(rows, 1));
+  if (greedy_only && rows > 0) {
     model::forward(config_, weights_, *cache_, workspace_, head_in, plan.num_tokens, false, logits,
                    {}, nullptr, ids);
-    r.greedy.resize(static_cast<size_t>(rows));
-    copy(ids, Tensor(r.greedy.data(), DType::i32, Device::cpu(), {rows}));
+    r.tokens.resize(static_cast<size_t>(rows));
+    copy(ids.slice(0, 0, rows), Tensor(r.tokens.data(), DType::i32, Device::cpu(), {rows}));
     return r;
   }
   model::forward(config_, weights_, *cache_, workspace_, head_in, plan.num_tokens, false, logits);
   if (rows == 0) return r;
+  if (on == SampleOn::device) {
+    sample_on_device(logits.slice(0, 0, rows), sampling, ids.slice(0, 0, rows));
+    r.tokens.resize(static_cast<size_t>(rows));
+    copy(ids.slice(0, 0, rows), Tensor(r.tokens.data(), DType::i32, Device::cpu(), {rows}));
+    return r;
+  }
   if (cuda_) {
     const Tensor host = host_logits_.view().slice(0, 0, rows);
     copy(logits.slice(0, 0, rows), host);
@@ -221,6 +234,34 @@ StepResult ModelRunner::run(const StepPlan& plan, bool greedy_only) {
     r.logits = logits.ptr<float>();
   }
   return r;
+}
+
+void ModelRunner::sample_on_device(const Tensor& logits, const std::vector<RowSampling>& rows,
+                                   const Tensor& tokens) {
+  const int64_t m = logits.shape[0];
+  if (static_cast<int64_t>(rows.size()) != m)
+    throw Error(ErrorKind::internal, "model runner: " + std::to_string(rows.size()) +
+                                         " sampling parameters for " + std::to_string(m) + " rows");
+  std::vector<float> temperature, top_p, min_p;
+  std::vector<int32_t> top_k;
+  std::vector<int64_t> seeds, steps;
+  for (const RowSampling& r : rows) {
+    temperature.push_back(r.temperature);
+    top_k.push_back(r.top_k);
+    top_p.push_back(r.top_p);
+    min_p.push_back(r.min_p);
+    seeds.push_back(static_cast<int64_t>(r.seed));
+    steps.push_back(static_cast<int64_t>(r.step));
+  }
+  auto upload = [m](auto& host, DType t, const OwnedTensor& dst) {
+    const Tensor d = dst.view().slice(0, 0, m);
+    copy(Tensor(host.data(), t, Device::cpu(), {m}), d);
+    return d;
+  };
+  ops::sample_tokens(logits, upload(temperature, DType::f32, temperature_),
+                     upload(top_k, DType::i32, top_k_), upload(top_p, DType::f32, top_p_),
+                     upload(min_p, DType::f32, min_p_), upload(seeds, DType::i64, seeds_),
+                     upload(steps, DType::i64, steps_), Tensor{}, tokens);
 }
 
 StepResult ModelRunner::run_graph(const StepPlan& plan, int padded) {
@@ -251,7 +292,7 @@ StepResult ModelRunner::run_graph(const StepPlan& plan, int padded) {
   const int32_t* ids = g.run();
   StepResult r;
   r.rows = static_cast<int>(plan.seqs.size());
-  r.greedy.assign(ids, ids + r.rows);
+  r.tokens.assign(ids, ids + r.rows);
   r.graph = true;
   return r;
 }
@@ -266,8 +307,9 @@ void ModelRunner::warm_up() {
   StepPlan plan;
   plan.seqs.push_back({&dummy, prefill, 0, true});
   plan.num_tokens = prefill;
-  run(plan, /*greedy_only=*/false);
-  run(plan, /*greedy_only=*/true);
+  run(plan, SampleOn::host);
+  run(plan, SampleOn::greedy);
+  run(plan, SampleOn::device, {RowSampling{1.0f, 50, 0.9f, 0.0f, 1, 0}});
   // Every decode graph, each from a batch of dummy rows at position 0.
   for (int g : graph_sizes_) {
     StepPlan decode;
@@ -279,7 +321,7 @@ void ModelRunner::warm_up() {
       decode.seqs.push_back({&s, 1, 0, true});
     }
     decode.num_tokens = g;
-    run(decode, /*greedy_only=*/true);
+    run(decode, SampleOn::greedy);
   }
 }
 

@@ -1,6 +1,7 @@
 // Runs a scheduler step on the device: packs the step's ragged batch (tokens, positions, cache
 // slots, per-sequence lengths, page tables, the rows to sample) into one upload, runs the forward
-// pass, and brings back either the greedy tokens or the logits of the rows that sample.
+// pass, and brings back the tokens of the rows that sample (greedy, or drawn by ops::sample_tokens
+// on the device) or their logits.
 //
 // Decode-only steps whose rows all decode greedily run as CUDA graphs captured at start-up for a
 // ladder of batch sizes, the batch padded to the next size (padded rows read and write the
@@ -34,13 +35,28 @@ struct RunnerConfig {
   int moe_gemv_max_tokens = model::kMoeGemvMaxTokens;
 };
 
-// What a step gives back for its sampling rows (the scheduled sequences whose chunk ends at
+// Who picks the tokens of a step's sampling rows (the scheduled sequences whose chunk ends at
 // their last token, in plan order).
+enum class SampleOn {
+  greedy,  // argmax on the device; decode steps replay CUDA graphs
+  device,  // ops::sample_tokens on the device, with each row's RowSampling
+  host,    // nobody here: the logits come back to the host (penalties, logprobs, bans)
+};
+
+struct RowSampling {  // ops::sample_tokens' parameters for one row
+  float temperature = 0.0f;
+  int32_t top_k = 0;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  uint64_t seed = 0, step = 0;
+};
+
+// What a step gives back for its sampling rows.
 struct StepResult {
   int rows = 0;
-  std::vector<int32_t> greedy;  // [rows] when the step was run for greedy tokens only
-  const float* logits = nullptr;  // [rows, vocab] on the host otherwise
-  bool graph = false;           // replayed from a captured CUDA graph
+  std::vector<int32_t> tokens;    // [rows] chosen on the device (SampleOn greedy or device)
+  const float* logits = nullptr;  // [rows, vocab] on the host (SampleOn host)
+  bool graph = false;             // replayed from a captured CUDA graph
 };
 
 class ModelRunner {
@@ -51,8 +67,9 @@ class ModelRunner {
   // Bytes one KV page takes on the device (all layers, K and V).
   static size_t page_bytes(const model::ModelConfig& config, int page_size, DType dtype);
 
-  // Runs the plan's tokens. With greedy_only, only the argmax of each sampling row is wanted.
-  StepResult run(const StepPlan& plan, bool greedy_only);
+  // Runs the plan's tokens and picks its sampling rows' tokens as `on` says; `rows` gives their
+  // parameters (in plan order) for SampleOn::device.
+  StepResult run(const StepPlan& plan, SampleOn on, const std::vector<RowSampling>& rows = {});
 
   // Start-up work, so the first request pays none of it: one eager step of each kind (lazy module
   // loading, GEMM plans) and the decode graphs' capture.
@@ -73,6 +90,9 @@ class ModelRunner {
   void pack(const StepPlan& plan, const Layout& l, int padded_seqs, int32_t* h) const;
   model::StepInputs inputs_at(const Tensor& device, const Layout& l, bool decode) const;
   StepResult run_graph(const StepPlan& plan, int padded);
+  // ops::sample_tokens over the step's logits rows, into `tokens`.
+  void sample_on_device(const Tensor& logits, const std::vector<RowSampling>& rows,
+                        const Tensor& tokens);
 
   const model::ModelConfig& config_;
   const model::Weights& weights_;
@@ -82,6 +102,8 @@ class ModelRunner {
   model::Workspace workspace_;
   OwnedTensor host_inputs_, device_inputs_;
   OwnedTensor logits_, host_logits_, greedy_ids_;
+  // ops::sample_tokens' per-row parameters, on the device
+  OwnedTensor temperature_, top_k_, top_p_, min_p_, seeds_, steps_;
   int num_pages_ = 0;
   std::unique_ptr<KVCache> cache_;  // allocated last: on CUDA it takes what memory is left
   std::vector<int> graph_sizes_;

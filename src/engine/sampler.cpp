@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "braid/error.h"
+#include "braid/ops.h"
 
 namespace braid::engine {
 
@@ -18,25 +19,27 @@ void check(bool ok, const char* field, const std::string& expected, double got) 
                                                  expected + ", got " + std::to_string(got));
 }
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-// A uniform double in [0, 1) from (seed, step) alone.
-double uniform(uint64_t seed, uint64_t step) {
-  const uint64_t bits = splitmix64(seed ^ splitmix64(step + 0x632be59bd9b4e019ull));
-  return static_cast<double>(bits >> 11) * 0x1.0p-53;
-}
-
-// Lowest index of the largest value (NaN never wins).
+// Lowest index of the largest value; NaN never wins (a row of NaN gives 0).
 int32_t argmax(std::span<const float> x) {
-  int32_t best = 0;
-  for (int32_t i = 1; i < static_cast<int32_t>(x.size()); ++i)
-    if (x[i] > x[best]) best = i;
-  return best;
+  int32_t best = -1;
+  for (int32_t i = 0; i < static_cast<int32_t>(x.size()); ++i)
+    if (!std::isnan(x[i]) && (best < 0 || x[i] > x[best])) best = i;
+  return best < 0 ? 0 : best;
+}
+
+// One row through ops::sample_tokens on the CPU: the same choice the GPU makes for it.
+int32_t draw(std::span<const float> l, const SamplingParams& p, uint64_t step) {
+  const int64_t V = static_cast<int64_t>(l.size());
+  float temperature = p.temperature, top_p = p.top_p, min_p = p.min_p;
+  int32_t top_k = p.top_k, token = 0;
+  int64_t seed = static_cast<int64_t>(p.seed), steps = static_cast<int64_t>(step);
+  const Device cpu = Device::cpu();
+  ops::sample_tokens(Tensor(const_cast<float*>(l.data()), DType::f32, cpu, {1, V}),
+                     Tensor(&temperature, DType::f32, cpu, {1}), Tensor(&top_k, DType::i32, cpu, {1}),
+                     Tensor(&top_p, DType::f32, cpu, {1}), Tensor(&min_p, DType::f32, cpu, {1}),
+                     Tensor(&seed, DType::i64, cpu, {1}), Tensor(&steps, DType::i64, cpu, {1}),
+                     Tensor{}, Tensor(&token, DType::i32, cpu, {1}));
+  return token;
 }
 
 void apply_penalties(std::vector<float>& l, const SamplingParams& p, const TokenHistory& h) {
@@ -112,55 +115,7 @@ int32_t sample_token(std::span<const float> logits, const SamplingParams& p, uin
     l = work;
   }
 
-  int32_t chosen = argmax(l);
-  if (!p.greedy()) {
-    // Candidates by descending logit (ties: lower id first), cut to top_k; sorted in full only
-    // when top_p needs the order.
-    std::vector<std::pair<float, int32_t>> c;
-    c.reserve(logits.size());
-    for (int32_t i = 0; i < V; ++i)
-      if (l[i] > -std::numeric_limits<float>::infinity()) c.emplace_back(l[i], i);
-    auto by_logit = [](const auto& a, const auto& b) {
-      return a.first > b.first || (a.first == b.first && a.second < b.second);
-    };
-    const size_t k = p.top_k > 0 ? std::min<size_t>(static_cast<size_t>(p.top_k), c.size()) : c.size();
-    if (k < c.size() || p.top_p < 1.0f) {
-      std::partial_sort(c.begin(), c.begin() + static_cast<ptrdiff_t>(k), c.end(), by_logit);
-      c.resize(k);
-    }
-    if (!c.empty()) {
-      // Probabilities at the temperature, relative to the most likely token (p = 1 there).
-      const double top = l[chosen];
-      std::vector<double> prob(c.size());
-      double mass = 0;
-      for (size_t i = 0; i < c.size(); ++i) {
-        prob[i] = std::exp((c[i].first - top) / p.temperature);
-        if (prob[i] < p.min_p) prob[i] = 0;  // min_p relative to the most likely token
-        mass += prob[i];
-      }
-      if (p.top_p < 1.0f) {  // c is sorted: keep the shortest prefix whose mass reaches top_p
-        double run = 0;
-        for (size_t i = 0; i < c.size(); ++i) {
-          run += prob[i];
-          if (run >= p.top_p * mass) {
-            for (size_t j = i + 1; j < c.size(); ++j) prob[j] = 0;
-            mass = run;
-            break;
-          }
-        }
-      }
-      if (mass > 0 && std::isfinite(mass)) {
-        // Inverse CDF; rounding can leave u past the end, which takes the last kept token.
-        double u = uniform(p.seed, step) * mass;
-        for (size_t i = 0; i < c.size(); ++i) {
-          if (prob[i] == 0) continue;
-          chosen = c[i].second;
-          if (u < prob[i]) break;
-          u -= prob[i];
-        }
-      }
-    }
-  }
+  const int32_t chosen = p.greedy() ? argmax(l) : draw(l, p, step);
   if (logprobs && p.logprobs >= 0) fill_logprobs(logits, p.logprobs, chosen, logprobs);
   return chosen;
 }

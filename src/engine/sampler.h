@@ -1,9 +1,11 @@
 // Choosing the next token from fp32 logits, per request: penalties, greedy or temperature with
 // min-p, top-k and top-p, seeded, and the log-probabilities a client asked for.
 //
-// Randomness is counter-based: the draw for a sequence's i-th generated token depends only on
-// (seed, i), so a seeded request gives the same tokens whatever else shares its batch, after a
-// preemption, and on any device.
+// The choice itself is ops::sample_tokens (its contract says which tokens are kept and how the
+// draw picks one); here it runs on the CPU for one row, after the penalties and bans that op does
+// not take. Randomness is counter-based (braid/sampling_random.h): the draw for a sequence's i-th
+// generated token depends only on (seed, i), so a seeded request gives the same tokens whatever
+// else shares its batch, after a preemption, and on any device.
 #pragma once
 
 #include <cstdint>

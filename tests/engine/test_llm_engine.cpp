@@ -162,6 +162,28 @@ TEST(LLMEngine, SeededSamplingIsTheSameWhateverShareTheBatch) {
   EXPECT_NE(out["y"].tokens[0], solo) << "another seed should draw other tokens";
 }
 
+TEST(LLMEngine, ASeededRequestDrawsTheSameTokensWithOrWithoutLogprobs) {
+  // Without logprobs the rows are drawn by ops::sample_tokens over the step's logits; with them
+  // the logits come to the host sampler, which calls the same op: one rule, the same tokens.
+  TinyModelDir dir(TinyModelSpec{});
+  engine::EngineConfig cfg;
+  cfg.max_model_len = 96;
+  engine::LLMEngine eng(dir.path(), cfg);
+  auto sampled = [](const std::string& id, int logprobs) {
+    engine::Request r = greedy_request(id, prompt_of(11, 96, 21), 12);
+    r.sampling.temperature = 1.3f, r.sampling.top_k = 30, r.sampling.top_p = 0.8f;
+    r.sampling.seed = 77, r.seeded = true, r.sampling.logprobs = logprobs;
+    return r;
+  };
+  // One at a time: a step with any logprobs row brings every row to the host.
+  eng.add_request(sampled("plain", -1));
+  auto plain = run_all(eng)["plain"];
+  eng.add_request(sampled("with_logprobs", 2));
+  auto with_logprobs = run_all(eng)["with_logprobs"];
+  EXPECT_EQ(plain.tokens[0], with_logprobs.tokens[0]);
+  EXPECT_EQ(with_logprobs.logprobs[0].size(), 12u);
+}
+
 TEST(LLMEngine, NChoicesShareThePromptPagesAndDifferBySeed) {
   TinyModelDir dir(TinyModelSpec{});
   engine::EngineConfig cfg;
