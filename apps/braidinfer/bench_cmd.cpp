@@ -4,8 +4,8 @@
 #include <memory>
 #include <string>
 
-#include "bench/ceilings.h"
-#include "bench/report.h"
+#include "bench/harness/ceilings.h"
+#include "bench/harness/report.h"
 #include "braid/buffer.h"
 #include "commands.h"
 #include "table_outputs.h"

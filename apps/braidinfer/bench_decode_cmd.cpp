@@ -4,8 +4,8 @@
 #include <memory>
 #include <string>
 
-#include "bench/decode.h"
-#include "bench/report.h"
+#include "bench/suites/decode.h"
+#include "bench/harness/report.h"
 #include "braid/buffer.h"
 #include "braid/error.h"
 #include "commands.h"

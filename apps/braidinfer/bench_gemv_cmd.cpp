@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "bench/ceilings.h"
-#include "bench/device.h"
-#include "bench/host_copy.h"
-#include "bench/kernels.h"
-#include "bench/report.h"
-#include "bench/timer.h"
+#include "bench/harness/ceilings.h"
+#include "bench/harness/cuda/device.h"
+#include "bench/harness/host_copy.h"
+#include "bench/harness/cuda/kernels.h"
+#include "bench/harness/report.h"
+#include "bench/harness/timer.h"
 #include "braid/buffer.h"
 #include "braid/error.h"
 #include "braid/ops.h"

@@ -10,8 +10,8 @@
 #include <memory>
 #include <string>
 
-#include "bench/kernel_suite.h"
-#include "bench/report.h"
+#include "bench/suites/kernels.h"
+#include "bench/harness/report.h"
 #include "braid/buffer.h"
 #include "commands.h"
 #include "table_outputs.h"

@@ -22,14 +22,14 @@
 #include <string>
 #include <vector>
 
-#include "bench/ceilings.h"
-#include "bench/device.h"
-#include "bench/moe_bench.h"
-#include "bench/moe_check.h"
-#include "bench/moe_layer.h"
-#include "bench/moe_stats.h"
-#include "bench/report.h"
-#include "bench/timer.h"
+#include "bench/harness/ceilings.h"
+#include "bench/harness/cuda/device.h"
+#include "bench/suites/moe.h"
+#include "bench/suites/moe_check.h"
+#include "bench/suites/moe_layer.h"
+#include "bench/suites/moe_stats.h"
+#include "bench/harness/report.h"
+#include "bench/harness/timer.h"
 #include "braid/buffer.h"
 #include "braid/error.h"
 #include "commands.h"

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "bench/prefill.h"
-#include "bench/report.h"
+#include "bench/suites/prefill.h"
+#include "bench/harness/report.h"
 #include "braid/buffer.h"
 #include "commands.h"
 #include "table_outputs.h"

@@ -20,12 +20,12 @@
 #include <string>
 #include <vector>
 
-#include "bench/ceilings.h"
-#include "bench/device.h"
-#include "bench/kernels.h"
-#include "bench/report.h"
-#include "bench/router_bench.h"
-#include "bench/timer.h"
+#include "bench/harness/ceilings.h"
+#include "bench/harness/cuda/device.h"
+#include "bench/harness/cuda/kernels.h"
+#include "bench/harness/report.h"
+#include "bench/suites/router.h"
+#include "bench/harness/timer.h"
 #include "braid/buffer.h"
 #include "braid/error.h"
 #include "braid/ops.h"

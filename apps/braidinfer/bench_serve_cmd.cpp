@@ -12,14 +12,14 @@
 #include <string>
 #include <vector>
 
-#include "bench/report.h"
-#include "bench/serve/distribution.h"
-#include "bench/serve/load_generator.h"
-#include "bench/serve/random_dataset.h"
-#include "bench/serve/request_body.h"
-#include "bench/serve/serve_client.h"
-#include "bench/serve/serve_metrics.h"
-#include "bench/serve/serve_report.h"
+#include "bench/harness/report.h"
+#include "bench/suites/serve/distribution.h"
+#include "bench/suites/serve/load_generator.h"
+#include "bench/suites/serve/random_dataset.h"
+#include "bench/suites/serve/request_body.h"
+#include "bench/suites/serve/serve_client.h"
+#include "bench/suites/serve/serve_metrics.h"
+#include "bench/suites/serve/serve_report.h"
 #include "braid/error.h"
 #include "commands.h"
 #include "table_outputs.h"

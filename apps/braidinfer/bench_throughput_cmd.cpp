@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "bench/throughput.h"
+#include "bench/suites/throughput.h"
 #include "braid/buffer.h"
 #include "commands.h"
 #include "table_outputs.h"

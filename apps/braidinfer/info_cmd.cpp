@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "bench/device.h"
+#include "bench/harness/cuda/device.h"
 #include "braid/buffer.h"
 #include "commands.h"
 

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "bench/ceilings.h"
-#include "bench/decode.h"
-#include "bench/ncu_run.h"
-#include "bench/profile.h"
+#include "bench/harness/ceilings.h"
+#include "bench/suites/decode.h"
+#include "bench/profile/ncu_run.h"
+#include "bench/profile/profile.h"
 #include "braid/buffer.h"
 #include "braid/error.h"
 #include "commands.h"

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "braid/buffer.h"
-#include "bench/decode.h"
-#include "bench/random_weights.h"
+#include "bench/suites/decode.h"
+#include "bench/harness/random_weights.h"
 #include "braid/error.h"
 #include "commands.h"
 #include "engine/engine.h"

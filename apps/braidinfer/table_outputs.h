@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "bench/report.h"
+#include "bench/harness/report.h"
 
 namespace braid::cli {
 
