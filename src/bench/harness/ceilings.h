@@ -1,5 +1,7 @@
-// `braidinfer bench ceilings`: the copy bandwidth, bf16 and fp8 GEMM rates, the bf16 GEMV rate and
-// fixed launch costs of the GPU in hand, against which every other benchmark is read.
+// The ceilings every row is read against: the copy bandwidth, bf16 and fp8 GEMM rates, the bf16
+// GEMV rate and fixed launch costs of the GPU in hand, measured in the same run. This header is
+// the arithmetic (sizes, rows, the ceilings of a set of rows, the summary); the measurements are
+// harness/cuda/ceilings.h; `braidinfer bench ceilings` prints them all (suites/ceilings.h).
 #pragma once
 
 #include <cstddef>
@@ -52,27 +54,5 @@ Ceilings ceilings_from_rows(const std::vector<ResultRow>& rows);
 
 // The short summary printed under the table: the ceilings and the launch costs.
 std::string ceilings_summary(const Report& run);
-
-struct CeilingsOptions {
-  bool quick = false;
-  int device = 0;
-  std::function<void(const ResultRow&)> on_row;  // called as each row is measured
-};
-
-// The copy rows alone (cudaMemcpyAsync and the 16-byte copy kernel, the plan's sizes), for
-// benchmarks that read their rows against the copy ceiling of the same run. Each row is passed
-// to `add`; ceilings_from_rows of them gives the copy ceiling.
-void measure_copy_ceiling(bool quick, int device, const std::function<void(ResultRow)>& add);
-// Likewise the bf16 GEMM rows alone (the plan's GEMM shapes through ops::gemm, no GEMV), for
-// benchmarks of compute-bound ops; ceilings_from_rows of them gives the GEMM ceiling.
-void measure_gemm_ceiling(bool quick, int device, const std::function<void(ResultRow)>& add);
-// Likewise the fp8 GEMM rows (the plan's fp8 shapes through cuBLASLt). A shape cuBLASLt cannot run
-// gives fp8_gemm_failed_row (the ceiling then stays 0: not measured) instead of an exception.
-void measure_fp8_gemm_ceiling(bool quick, int device, const std::function<void(ResultRow)>& add);
-
-// Measures everything in the plan on CUDA device `options.device` and returns the run, with
-// device info, ceilings and provenance filled in. Throws braid::Error (unsupported) without a
-// CUDA device or in a CPU-only build.
-Report run_ceilings(const CeilingsOptions& options);
 
 }  // namespace braid::bench

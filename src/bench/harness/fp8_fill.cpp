@@ -1,5 +1,5 @@
 // The FP8 benchmarks' input generators (fp8_fill.h): argument checks, the host loops, and the
-// dispatch to the CUDA kernels (cuda_fp8_fill.cu).
+// dispatch to the CUDA kernels (cuda/fp8_fill.cu).
 #include "bench/harness/fp8_fill.h"
 
 #include <algorithm>
@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "bench/harness/cuda/fp8_fill.h"
+#include "bench/harness/cuda_only.h"
 #include "bench/harness/fp8_random.h"
 #include "braid/dtype.h"
 #include "braid/error.h"
@@ -29,7 +31,7 @@ void require_dense(const char* op, const char* arg, const Tensor& t,
   require(t.data != nullptr || t.numel() == 0, op, arg, "a defined tensor", t);
   require(t.is_contiguous(), op, arg, "a contiguous tensor", t);
   require(std::find(dtypes.begin(), dtypes.end(), t.dtype) != dtypes.end(), op, arg,
-          "another dtype (see bench/fp8_fill.h)", t);
+          "another dtype (see bench/harness/fp8_fill.h)", t);
 }
 
 void require_same_device(const char* op, const Tensor& a, const Tensor& b) {
@@ -73,7 +75,8 @@ void run_blocks(const char* op, const Tensor& src, const fp8_fill_cuda::BlockLay
     throw_arg_error(ErrorKind::invalid_argument, op, "q", "fewer than 2^31 quantization blocks",
                     describe(q));
   if (q.device.is_cpu()) return quantize_blocks_host(src, l, seed, stddev, q, scale);
-  fp8_fill_cuda::quantize_blocks(src, l, seed, stddev, q, scale, stream);
+  cuda_only(BRAID_CUDA_ONLY(fp8_fill_cuda::quantize_blocks), op)(src, l, seed, stddev, q, scale,
+                                                                 stream);
 }
 
 // The layout of weights [E, N, K] (or [N, K]) in 128 x 128 blocks, after checking q and scale.
@@ -99,7 +102,8 @@ fp8_fill_cuda::BlockLayout weight_layout(const char* op, const Tensor& q, const 
 void fill_normal(const Tensor& t, uint64_t seed, float mean, float stddev, Stream stream) {
   const char* op = "bench fill_normal";
   require_dense(op, "t", t, {DType::f32, DType::bf16});
-  if (t.device.is_cuda()) return fp8_fill_cuda::fill_normal(t, seed, mean, stddev, stream);
+  if (t.device.is_cuda())
+    return cuda_only(BRAID_CUDA_ONLY(fp8_fill_cuda::fill_normal), op)(t, seed, mean, stddev, stream);
   for (int64_t i = 0; i < t.numel(); ++i)
     store_from_float(t.data, t.dtype, i,
                      mean + stddev * fp8rand::normal(seed, static_cast<uint64_t>(i)));
@@ -108,7 +112,8 @@ void fill_normal(const Tensor& t, uint64_t seed, float mean, float stddev, Strea
 void fill_fp8_normal(const Tensor& t, uint64_t seed, float stddev, Stream stream) {
   const char* op = "bench fill_fp8_normal";
   require_dense(op, "t", t, {DType::f8e4m3});
-  if (t.device.is_cuda()) return fp8_fill_cuda::fill_fp8_normal(t, seed, stddev, stream);
+  if (t.device.is_cuda())
+    return cuda_only(BRAID_CUDA_ONLY(fp8_fill_cuda::fill_fp8_normal), op)(t, seed, stddev, stream);
   uint8_t* p = t.ptr<uint8_t>();
   for (int64_t i = 0; i < t.numel(); ++i)
     p[i] = float_to_f8e4m3(stddev * fp8rand::normal(seed, static_cast<uint64_t>(i)));

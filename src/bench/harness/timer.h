@@ -1,4 +1,5 @@
-// Timing device work with CUDA events.
+// Timing device work with CUDA events: how (this header), and the timer itself
+// (time_launches, harness/cuda/timer.h).
 //
 // The caller hands over a callable that enqueues the work for one input set on a stream; the
 // timer owns a non-blocking stream, cycles through the input sets (launch j uses set j % sets,
@@ -46,10 +47,5 @@ const char* mode_name(TimingMode mode);
 // How many copies of the inputs to rotate through so that together they exceed twice the L2
 // cache (and so repeated launches read DRAM, not L2): at least `min_sets`, at least 1.
 int rotating_sets(size_t bytes_per_set, size_t l2_bytes, int min_sets = 1);
-
-// Times `launch` on the current CUDA device (see above). Every CUDA call is checked; an error in
-// `launch` during graph capture ends the capture before the error propagates. CPU-only builds
-// throw braid::Error (unsupported).
-Stats time_launches(const LaunchFn& launch, const TimingConfig& config);
 
 }  // namespace braid::bench

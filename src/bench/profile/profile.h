@@ -22,8 +22,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/profile/ncu_csv.h"
 #include "bench/harness/report.h"
+#include "bench/profile/ncu_csv.h"
 
 namespace braid::bench {
 
@@ -228,7 +228,7 @@ nlohmann::json profile_to_json(const ProfileSetup& setup, const ProfileAnalysis&
 // microseconds from the first record.
 nlohmann::json chrome_trace(const ProfileTrace& trace, const ProfileAnalysis& analysis);
 
-// ---- the run (CUDA builds; CPU-only builds throw braid::Error (unsupported)) ----
+// ---- the run (CUDA builds only: cuda/profile_run.cpp) ----
 
 struct ProfileOptions {
   std::string preset;     // a decode_preset name, or

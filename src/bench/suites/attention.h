@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bench/harness/accuracy.h"
+#include "bench/harness/suite.h"
 
 namespace braid::bench {
 
@@ -55,5 +56,8 @@ std::vector<int64_t> validation_rows(int64_t seq_len, int count, uint64_t seed);
 double reference_attention_row(const float* q, const float* k, const float* v, int64_t n,
                                int64_t head_dim, int64_t kv_stride, double scale, double* out);
 
+
+// `bench attention`: --sweep, --gqa, --quick; exits 1 when a case fails its fp64 check.
+SuiteRun attention_command(CLI::App& cmd);  // suites/cuda/attention.cpp
 
 }  // namespace braid::bench

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bench/harness/report.h"
+#include "bench/harness/suite.h"
 #include "model/config.h"
 
 namespace braid::bench {
@@ -42,10 +43,14 @@ struct DecodeOptions {
 // first row is the graph replay, the second the eager step. With breakdown, one more row per
 // component ("decode_component", params = the component): its time per step summed over the
 // layers (eager, between CUDA events recorded after each component, so it includes launch gaps
-// where the host falls behind), and the bytes it must read. Throws braid::Error without CUDA.
+// where the host falls behind), and the bytes it must read. Throws braid::Error without a CUDA
+// device. (suites/cuda/decode.cpp)
 Report run_decode(const DecodeOptions& options);
 
 // A few lines under the table: ms/token, tok/s, GB/s, % of the floor, kernels per token.
 std::string decode_summary(const Report& run);
+
+// `bench decode`: --shape NAME (random weights) or --model DIR, --batch, --context, --breakdown.
+SuiteRun decode_command(CLI::App& cmd);  // suites/cuda/decode.cpp
 
 }  // namespace braid::bench

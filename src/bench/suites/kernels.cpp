@@ -3,14 +3,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <sstream>
 
 #include <fmt/format.h>
 
+#include "bench/harness/cuda_only.h"
 #include "bench/suites/attention.h"
 #include "bench/suites/moe.h"
 #include "bench/suites/moe_fp8.h"
 #include "bench/suites/router.h"
+#include "braid/buffer.h"
 #include "braid/error.h"
 
 namespace braid::bench {
@@ -569,6 +572,51 @@ int kernel_suite_failures(const Report& run) {
     if (not_measured || wrong || !r.accuracy) ++failed;
   }
   return failed;
+}
+
+SuiteRun kernels_command(CLI::App& cmd) {
+  struct Args {
+    KernelSuiteOptions suite;
+    bool list = false;
+  };
+  auto a = std::make_shared<Args>();
+  cmd.add_flag("--quick", a->suite.quick, "A few cases per op family (smoke test, < 30 s)");
+  cmd.add_option("--only", a->suite.only, "Comma list of op names to run (default: all)");
+  cmd.add_option("--device", a->suite.device, "CUDA device index")->capture_default_str();
+  cmd.add_flag("--list", a->list, "Print the cases (bytes, FLOPs, tolerance) and exit; no GPU");
+  return [a] {
+    constexpr const char* kCmd = "braidinfer bench kernels";
+    SuiteResult r;
+    // An unknown op in --only is named first, with or without a GPU.
+    const auto cases = select_kernel_cases(kernel_cases(a->suite.quick), a->suite.only);
+    if (a->list) {
+      r.text = kernel_case_list(cases);
+      return r;
+    }
+    const auto run_suite = BRAID_CUDA_ONLY(run_kernel_suite);
+    if (!run_suite)
+      return not_measured(fmt::format("{}: this build has no CUDA support (--list works without it)", kCmd));
+    if (!cuda_available())
+      return not_measured(
+          fmt::format("{}: no CUDA device is visible (nothing to measure; --list works)", kCmd));
+    fmt::print(stderr, "{}{}: measuring...\n", kCmd, a->suite.quick ? " --quick" : "");
+    const Report run = run_suite(a->suite);
+    r = report_result(
+        run,
+        fmt::format(
+            "bytes = every input read once + every output written once (MoE: the experts that get "
+            "tokens); FLOPs 2mnk for products, none for elementwise ops.\n"
+            "check = the output against the op's CPU reference on the same inputs (sampled rows on "
+            "big shapes, see the JSON's accuracy.reference), rel L2 within the dtype's tolerance "
+            "(exact for ids and copies).\n"
+            "ceilings of this run: copy {:.2f} TB/s, bf16 GEMM {:.1f} TFLOP/s, fp8 GEMM {:.1f} "
+            "TFLOP/s\n",
+            run.ceilings.copy_gbps / 1000, run.ceilings.gemm_tflops, run.ceilings.fp8_gemm_tflops));
+    if (const int failed = kernel_suite_failures(run); failed > 0)
+      fail(r, fmt::format("{}: {} case{} FAILED (check column FAIL, or FAILED in the note)", kCmd,
+                          failed, failed == 1 ? "" : "s"));
+    return r;
+  };
 }
 
 }  // namespace braid::bench

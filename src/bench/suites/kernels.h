@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bench/harness/report.h"
+#include "bench/harness/suite.h"
 #include "bench/harness/timer.h"
 
 namespace braid::bench {
@@ -141,8 +142,12 @@ int kernel_suite_failures(const Report& run);
 // A case that throws (an op's error, a CUDA error) gets a row without time whose note says why,
 // and the run goes on; after an error that breaks the CUDA context the remaining cases are
 // reported as not run. Prints "[i/N] op params" to stderr as each case starts. Throws
-// braid::Error (unsupported) without a CUDA device or in a CPU-only build, and (invalid_argument)
-// for an unknown op in `only`.
+// braid::Error (unsupported) without a CUDA device, and (invalid_argument)
+// for an unknown op in `only`. (suites/cuda/kernels.cpp)
 Report run_kernel_suite(const KernelSuiteOptions& options);
+
+// `bench kernels`: --list prints kernel_case_list without a GPU (in any build); otherwise the run
+// is printed with the ceilings it was read against, and fails when a case did.
+SuiteRun kernels_command(CLI::App& cmd);
 
 }  // namespace braid::bench

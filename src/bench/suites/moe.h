@@ -12,10 +12,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/harness/report.h"
+#include "bench/harness/suite.h"
+#include "bench/harness/timer.h"
 #include "bench/suites/attention.h"  // ErrorSummary
 #include "bench/suites/moe_stats.h"
-#include "bench/harness/report.h"
-#include "bench/harness/timer.h"
 
 namespace braid::bench {
 
@@ -159,5 +160,9 @@ std::string moe_validation_table(const std::vector<MoeCase>& cases);
 // The bench's own JSON section (every case with its rows' derived figures, load statistics,
 // check and summary, and the targets).
 nlohmann::json moe_json(const std::vector<MoeCase>& cases, const Ceilings& ceil);
+
+// `bench moe`: --shape seed001|qwen3|all, --tokens, --samples, --skew, --quick; exits 1 when a
+// shape fails its check.
+SuiteRun moe_command(CLI::App& cmd);  // suites/cuda/moe.cpp
 
 }  // namespace braid::bench

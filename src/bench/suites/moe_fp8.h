@@ -1,8 +1,8 @@
 // `braidinfer bench moe-fp8`: the FP8 block-scale MoE layers it measures, the FLOPs and minimum
 // bytes of each step, the floors, flashinfer-bench's match rule, the summary figures and the
 // tables and JSON it prints. CPU-only (no CUDA headers), so it is unit-tested in CI; the tensors
-// and steps are in bench/moe_fp8_layer.h, the checks in bench/moe_fp8_check.h and the command in
-// apps/braidinfer/bench_moe_fp8_cmd.cpp.
+// and steps are in suites/moe_fp8_layer.h, the checks in suites/moe_fp8_check.h and the run in
+// suites/cuda/moe_fp8.cpp.
 //
 // Two layers:
 //   seed003  seed 003's definition moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048:
@@ -21,9 +21,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/harness/report.h"
+#include "bench/harness/suite.h"
 #include "bench/suites/attention.h"  // ErrorSummary
 #include "bench/suites/moe.h"
-#include "bench/harness/report.h"
 
 namespace braid::bench {
 
@@ -223,5 +224,9 @@ std::string moe_fp8_case_table(const MoeFp8Case& c, const Ceilings& ceil);
 std::string moe_fp8_summary_lines(const MoeFp8Case& c, const Ceilings& ceil);
 std::string moe_fp8_validation_table(const std::vector<MoeFp8Case>& cases);
 nlohmann::json moe_fp8_json(const std::vector<MoeFp8Case>& cases, const Ceilings& ceil);
+
+// `bench moe-fp8`: --shape seed003|seed001|all, --tokens, --terms, --samples, --quick; exits 1
+// when a case fails its check.
+SuiteRun moe_fp8_command(CLI::App& cmd);  // suites/cuda/moe_fp8.cpp
 
 }  // namespace braid::bench

@@ -4,7 +4,7 @@
 #include <random>
 #include <vector>
 
-#include "bench/harness/cuda/kernels.h"
+#include "bench/harness/random_weights.h"
 #include "braid/error.h"
 #include "braid/ops.h"
 
@@ -23,13 +23,6 @@ OwnedTensor random_tensor(DType t, const std::vector<int64_t>& shape, uint64_t s
 }
 
 }  // namespace
-
-void fill_random(const Tensor& t, uint64_t seed, float lo, float hi) {
-  if (t.device.is_cuda()) return fill_uniform(t, seed, lo, hi, {});
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  for (int64_t i = 0; i < t.numel(); ++i) store_from_float(t.data, t.dtype, i, dist(rng));
-}
 
 MoeWeights make_moe_weights(const MoeModel& m, bool skew, uint64_t seed, Device dev) {
   const int64_t E = m.experts, H = m.hidden, I = m.inter;

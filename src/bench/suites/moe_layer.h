@@ -45,8 +45,4 @@ MoeDenseBuffers make_moe_dense_buffers(const MoeShape& s, Device dev);
 void enqueue_moe_step(MoeStep step, const MoeShape& s, const MoeWeights& w, const MoeBuffers& b,
                       const MoeDenseBuffers* dense, Stream stream);
 
-// Fills a contiguous f32/bf16/f16 tensor with values uniform in [lo, hi]: bench::fill_uniform on
-// CUDA, a host generator on the CPU.
-void fill_random(const Tensor& t, uint64_t seed, float lo, float hi);
-
 }  // namespace braid::bench

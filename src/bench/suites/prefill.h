@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bench/harness/report.h"
+#include "bench/harness/suite.h"
 #include "model/config.h"
 
 namespace braid::bench {
@@ -49,10 +50,13 @@ struct PrefillOptions {
 
 // Measures the copy and bf16 GEMM ceilings, then each case: rows "prefill_forward", params
 // "<model> batch B seq L", one forward pass per sample (back to back), bound compute. Throws
-// braid::Error (unsupported) without CUDA.
+// braid::Error (unsupported) without a CUDA device. (suites/cuda/prefill.cpp)
 Report run_prefill(const PrefillOptions& options);
 
 // Seed 001's layout: per model, batch | seq len | ms | tokens/s | seed H100 ms | ratio.
 std::string prefill_summary(const Report& run);
+
+// `bench prefill`: --model small,medium,large, or one --batch / --seq-len pair.
+SuiteRun prefill_command(CLI::App& cmd);  // suites/cuda/prefill.cpp
 
 }  // namespace braid::bench

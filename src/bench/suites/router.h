@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/harness/stats.h"
+#include "bench/harness/suite.h"
 
 namespace braid::bench {
 
@@ -113,5 +114,9 @@ std::string router_targets(const std::vector<RouterLine>& alone, double baseline
 // The bench's own JSON section: every line with its derived figures and check, and the targets.
 nlohmann::json router_json(const std::vector<BaselineLine>& baselines,
                            const std::vector<RouterLine>& lines);
+
+// `bench router`: --router topk_softmax|grouped, --experts, --k, --n-group, --topk-group,
+// --tokens, --quick; exits 1 when a configuration fails its check.
+SuiteRun router_command(CLI::App& cmd);  // suites/cuda/router.cpp
 
 }  // namespace braid::bench

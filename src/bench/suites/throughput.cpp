@@ -5,12 +5,15 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <memory>
 #include <random>
 
-#include "bench/harness/ceilings.h"
-#include "bench/suites/decode.h"
+#include "bench/harness/cuda/ceilings.h"
 #include "bench/harness/cuda/device.h"
+#include "bench/harness/cuda_only.h"
+#include "bench/harness/options.h"
 #include "bench/harness/random_weights.h"
+#include "bench/suites/decode.h"
 #include "braid/error.h"
 
 namespace braid::bench {
@@ -83,17 +86,18 @@ ThroughputRun run_throughput(const ThroughputOptions& o) {
   ThroughputRun run;
   DeviceInfo device;
   const bool cuda = o.engine.device.is_cuda();
+  const int index = o.engine.device.index;
   if (cuda) {
     std::string why;
-    if (auto d = query_device(o.engine.device.index, &why)) device = *d;
+    if (auto d = cuda_only(BRAID_CUDA_ONLY(query_device), "bench throughput")(index, &why))
+      device = *d;
   }
   run.report = start_report("throughput", device);
   run.report.has_device = cuda;
   if (cuda) {
     std::vector<ResultRow> rows;
-    measure_copy_ceiling(o.quick_ceilings, o.engine.device.index, [&](ResultRow r) { rows.push_back(r); });
-    measure_gemm_ceiling(o.quick_ceilings, o.engine.device.index, [&](ResultRow r) { rows.push_back(r); });
-    run.report.ceilings = ceilings_from_rows(rows);
+    run.report.ceilings = cuda_only(BRAID_CUDA_ONLY(measure_ceilings), "bench throughput")(
+        o.quick_ceilings, index, true, false, [&](ResultRow r) { rows.push_back(r); });
     for (ResultRow& r : rows) record_row(run.report, std::move(r));
   }
 
@@ -197,6 +201,49 @@ ThroughputRun run_throughput(const ThroughputOptions& o) {
           ? 100.0 * eng->blocks().prefix_hit_tokens() / eng->blocks().prefix_queried_tokens()
           : 0.0);
   return run;
+}
+
+SuiteRun throughput_command(CLI::App& cmd) {
+  struct Args {
+    ThroughputOptions options;
+    std::string device = "auto";
+    bool enforce_eager = false, no_prefix_caching = false;
+  };
+  auto a = std::make_shared<Args>();
+  ThroughputOptions& o = a->options;
+  auto* model = cmd.add_option("--model", o.model_dir, "Hugging Face model folder");
+  auto* shape = cmd.add_option("--shape", o.shape, "A named model shape with random weights (CUDA)");
+  model->excludes(shape);
+  cmd.add_option("--input-len", o.input_len, "Prompt tokens")->capture_default_str();
+  cmd.add_option("--output-len", o.output_len, "Generated tokens per prompt")->capture_default_str();
+  cmd.add_option("--num-prompts", o.num_prompts, "Prompts")->capture_default_str();
+  cmd.add_option("--range-ratio", o.range_ratio, "Lengths uniform in [len (1-r), len (1+r)]");
+  cmd.add_option("--seed", o.seed, "Prompt seed")->capture_default_str();
+  cmd.add_option("--device", a->device, "cpu, cuda or auto")->capture_default_str();
+  cmd.add_option("--max-model-len", o.engine.max_model_len, "Context length");
+  cmd.add_option("--max-num-seqs", o.engine.max_num_seqs, "Sequences in a batch at most")
+      ->capture_default_str();
+  cmd.add_option("--max-num-batched-tokens", o.engine.max_num_batched_tokens,
+                 "Tokens per step at most")
+      ->capture_default_str();
+  cmd.add_option("--gpu-memory-utilization", o.engine.gpu_memory_utilization,
+                 "Share of the free GPU memory for the KV cache")
+      ->capture_default_str();
+  cmd.add_option("--num-kv-pages", o.engine.num_kv_pages, "KV cache pages (overrides the share)");
+  cmd.add_flag("--enforce-eager", a->enforce_eager, "No CUDA graphs");
+  cmd.add_flag("--no-enable-prefix-caching", a->no_prefix_caching, "Prefix caching off");
+  cmd.add_flag("--quick-ceilings", o.quick_ceilings, "Smaller ceiling measurements");
+  return [a] {
+    ThroughputOptions o = a->options;
+    o.engine.device = device_from_option(a->device, "bench throughput");
+    o.engine.cuda_graphs = !a->enforce_eager;
+    o.engine.enable_prefix_caching = !a->no_prefix_caching;
+    if (o.engine.max_model_len == 0)
+      o.engine.max_model_len = static_cast<int>(o.input_len * (1 + o.range_ratio)) +
+                               static_cast<int>(o.output_len * (1 + o.range_ratio)) + 1;
+    const ThroughputRun run = run_throughput(o);
+    return report_result(run.report, run.summary);
+  };
 }
 
 }  // namespace braid::bench

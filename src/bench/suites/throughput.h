@@ -10,6 +10,7 @@
 #include <string>
 
 #include "bench/harness/report.h"
+#include "bench/harness/suite.h"
 #include "engine/llm_engine.h"
 
 namespace braid::bench {
@@ -41,5 +42,9 @@ struct ThroughputRun {
 
 // Throws braid::Error for bad options (sizes < 1, a prompt + output past the context).
 ThroughputRun run_throughput(const ThroughputOptions& options);
+
+// `bench throughput`: --model DIR or --shape NAME, the load (--input-len, --output-len,
+// --num-prompts, --range-ratio, --seed) and the engine's limits, as `vllm bench throughput`.
+SuiteRun throughput_command(CLI::App& cmd);
 
 }  // namespace braid::bench

@@ -1,7 +1,8 @@
 // The ceilings benchmark: its plan and row arithmetic (CPU, CI), and a --quick run on a GPU.
 #include <gtest/gtest.h>
 
-#include "bench/harness/ceilings.h"
+#include "bench/harness/cuda/ceilings.h"
+#include "bench/harness/cuda_only.h"
 #include "braid/buffer.h"
 #include "test_util.h"
 
@@ -169,8 +170,12 @@ TEST(BenchCeilings, SummaryStatesCeilingsAndLaunchCosts) {
 
 TEST(BenchCeilings, WithoutADeviceItSaysSoInsteadOfCrashing) {
   if (cuda_available()) GTEST_SKIP() << "a CUDA device is present: the GPU test covers this";
-  test::expect_error([] { run_ceilings({}); }, ErrorKind::unsupported, {"bench ceilings"});
+  // run_ceilings where this build has it (a build without CUDA has none, and says so).
+  const auto run = [] { cuda_only(BRAID_CUDA_ONLY(run_ceilings), "bench ceilings")({}); };
+  test::expect_error(run, ErrorKind::unsupported, {"bench ceilings"});
 }
+
+#if BRAID_WITH_CUDA
 
 TEST(BenchCeilingsGpu, QuickRunMeasuresEveryRow) {
   BRAID_REQUIRE_CUDA();
@@ -199,6 +204,8 @@ TEST(BenchCeilingsGpu, QuickRunMeasuresEveryRow) {
   EXPECT_GT(run.ceilings.fp8_gemm_tflops, 0.0);
   EXPECT_EQ(to_json(report_from_json(to_json(run))), to_json(run));
 }
+
+#endif  // BRAID_WITH_CUDA
 
 }  // namespace
 }  // namespace braid::bench

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <vector>
 
-#include "bench/harness/fp8_fill.h"
 #include "bench/harness/cuda/fp8_gemm.h"
+#include "bench/harness/fp8_fill.h"
 #include "bench/harness/fp8_random.h"
 #include "braid/buffer.h"
 #include "braid/dtype.h"
@@ -114,6 +114,8 @@ TEST(BenchFp8Fill, BadArgumentsNameTheArgument) {
                      {"fill_normal"});
 }
 
+#if BRAID_WITH_CUDA
+
 TEST(BenchFp8FillGpu, KernelsQuantizeExactlyAsTheHostLoops) {
   BRAID_REQUIRE_CUDA();
   const Device dev = Device::cuda(0);
@@ -181,6 +183,8 @@ TEST(BenchFp8GemmGpu, MatchesFp64OnTheSameFp8Values) {
   test::expect_error([&] { fp8_gemm(bad, w, out, {}); }, ErrorKind::invalid_argument,
                      {"fp8_gemm"});
 }
+
+#endif  // BRAID_WITH_CUDA
 
 }  // namespace
 }  // namespace braid::bench

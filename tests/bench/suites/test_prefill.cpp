@@ -1,8 +1,8 @@
 // bench prefill's models and arithmetic (CPU only, runs in CI).
 #include <gtest/gtest.h>
 
-#include "bench/suites/prefill.h"
 #include "bench/harness/report.h"
+#include "bench/suites/prefill.h"
 #include "braid/error.h"
 
 namespace braid::bench {

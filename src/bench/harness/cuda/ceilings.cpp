@@ -1,17 +1,17 @@
-// `braidinfer bench ceilings` on the GPU: copy bandwidth, bf16 GEMM / GEMV through ops::gemm, fp8
-// e4m3 GEMM through cuBLASLt (bench/fp8_gemm.h), and the fixed cost of a kernel launch (seed 000),
-// in that order.
+// The ceilings on the GPU: copy bandwidth, bf16 GEMM / GEMV through ops::gemm, fp8 e4m3 GEMM
+// through cuBLASLt (fp8_gemm.h), and the fixed cost of a kernel launch (seed 000), in that order.
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include <fmt/format.h>
 
-#include "bench/harness/ceilings.h"
+#include "bench/harness/cuda/ceilings.h"
 #include "bench/harness/cuda/device.h"
-#include "bench/harness/fp8_fill.h"
 #include "bench/harness/cuda/fp8_gemm.h"
 #include "bench/harness/cuda/kernels.h"
+#include "bench/harness/cuda/timer.h"
+#include "bench/harness/fp8_fill.h"
 #include "braid/buffer.h"
 #include "braid/ops.h"
 #include "core/cuda_check.h"
@@ -240,6 +240,19 @@ void measure_fp8_gemm_ceiling(bool quick, int device, const std::function<void(R
   if (!info) throw Error(ErrorKind::unsupported, "bench fp8 gemm ceiling: " + reason);
   measure_fp8_gemm_rows(ceilings_plan(quick), *info, Device::cuda(device), add);
   cuda_allocator::empty_cache();
+}
+
+Ceilings measure_ceilings(bool quick, int device, bool gemm, bool fp8,
+                          const std::function<void(ResultRow)>& add) {
+  std::vector<ResultRow> rows;
+  const auto keep = [&](ResultRow r) {
+    rows.push_back(r);
+    add(std::move(r));
+  };
+  measure_copy_ceiling(quick, device, keep);
+  if (gemm) measure_gemm_ceiling(quick, device, keep);
+  if (fp8) measure_fp8_gemm_ceiling(quick, device, keep);
+  return ceilings_from_rows(rows);
 }
 
 Report run_ceilings(const CeilingsOptions& options) {

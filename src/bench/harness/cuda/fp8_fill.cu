@@ -4,6 +4,7 @@
 // the block reduces it; a second pass (the values re-read, or re-drawn) writes q.
 #include <cuda_fp8.h>
 
+#include "bench/harness/cuda/fp8_fill.h"
 #include "bench/harness/fp8_fill.h"
 #include "bench/harness/fp8_random.h"
 #include "core/cuda_check.h"

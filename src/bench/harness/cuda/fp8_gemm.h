@@ -1,7 +1,7 @@
 // A dense fp8 GEMM through cuBLASLt, for the benchmarks: the fp8 GEMM ceiling (`bench ceilings`)
 // and the dense peer of the FP8 MoE layer (`bench moe-fp8`). Not an op: the library's own fp8
-// work is moe_grouped_gemm_fp8. Declared without CUDA headers; CPU-only builds throw
-// braid::Error (unsupported).
+// work is moe_grouped_gemm_fp8. Declared without CUDA headers (code outside cuda/ reaches it
+// through BRAID_CUDA_ONLY).
 #pragma once
 
 #include <string>

@@ -1,5 +1,5 @@
 // Small device kernels the benchmarks need around the work they time: random fills and a plain
-// copy. Declared without CUDA headers; CPU-only builds throw braid::Error (unsupported).
+// copy. Declared without CUDA headers (code outside cuda/ reaches them through BRAID_CUDA_ONLY).
 #pragma once
 
 #include <cstddef>

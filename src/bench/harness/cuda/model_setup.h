@@ -1,7 +1,7 @@
 // A model on the GPU for the end-to-end benchmarks and the profiler: a named shape with random
 // weights (decode_preset / prefill shapes) or a Hugging Face checkpoint, its KV cache, its
 // workspace, and the device inputs of one forward step. CUDA-only implementation
-// (model_setup.cpp); CPU-only builds throw braid::Error (unsupported).
+// (model_setup.cpp).
 #pragma once
 
 #include <memory>
@@ -43,7 +43,7 @@ struct ModelUnderTest {
 };
 
 // Builds the model on CUDA device options.device (bf16). Throws braid::Error (unsupported) without
-// CUDA, (invalid_argument) for sizes < 1.
+// a CUDA device, (invalid_argument) for sizes < 1.
 std::unique_ptr<ModelUnderTest> setup_model(const ModelSetupOptions& options);
 
 // The device inputs of one forward step: `sequences` sequences (the first ones of the cache), each

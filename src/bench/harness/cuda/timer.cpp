@@ -1,7 +1,7 @@
-// CUDA-event timing of enqueued work; see timer.h for the three modes.
+// CUDA-event timing of enqueued work; see harness/timer.h for the three modes.
 #include <vector>
 
-#include "bench/harness/timer.h"
+#include "bench/harness/cuda/timer.h"
 #include "braid/buffer.h"
 #include "core/cuda_check.h"
 

@@ -10,11 +10,11 @@
 
 #include <fmt/core.h>
 
-#include "bench/profile/cuda/cupti_collector.h"
-#include "bench/suites/decode.h"
 #include "bench/harness/cuda/device.h"
 #include "bench/harness/cuda/model_setup.h"
+#include "bench/profile/cuda/cupti_collector.h"
 #include "bench/profile/profile.h"
+#include "bench/suites/decode.h"
 #include "braid/buffer.h"
 #include "braid/error.h"
 #include "braid/stream.h"

@@ -1,17 +1,19 @@
 // `bench decode` on the GPU: random weights (or a checkpoint), a KV cache filled to `context`,
 // one decode step of `batch` sequences (forward + greedy argmax) timed eagerly and as a graph.
+#include "bench/suites/decode.h"
+
 #include <cuda_runtime.h>
 #include <fmt/core.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "bench/harness/ceilings.h"
-#include "bench/suites/decode.h"
+#include "bench/harness/cuda/ceilings.h"
 #include "bench/harness/cuda/device.h"
 #include "bench/harness/cuda/kernels.h"
 #include "bench/harness/cuda/model_setup.h"
-#include "bench/harness/timer.h"
+#include "bench/harness/cuda/timer.h"
 #include "braid/buffer.h"
 #include "braid/error.h"
 #include "braid/ops.h"
@@ -104,9 +106,7 @@ Report run_decode(const DecodeOptions& o) {
   if (!info) throw Error(ErrorKind::unsupported, "bench decode: " + reason);
   Report run = start_report("decode", *info);
   // The copy ceiling of this run: the floor is read against it.
-  std::vector<ResultRow> copy_rows;
-  measure_copy_ceiling(o.quick, o.device, [&](ResultRow r) { copy_rows.push_back(std::move(r)); });
-  run.ceilings = ceilings_from_rows(copy_rows);
+  run.ceilings = measure_ceilings(o.quick, o.device, false, false, [](ResultRow) {});
 
   ModelSetupOptions so;
   so.model_dir = o.model_dir;
@@ -176,6 +176,32 @@ Report run_decode(const DecodeOptions& o) {
     }
   }
   return run;
+}
+
+SuiteRun decode_command(CLI::App& cmd) {
+  auto o = std::make_shared<DecodeOptions>();
+  std::string names;
+  for (const auto& n : decode_preset_names()) names += (names.empty() ? "" : "|") + n;
+  auto* shape = cmd.add_option("--shape", o->preset, "Model shape with random weights: " + names);
+  auto* model = cmd.add_option("--model", o->model_dir, "A Hugging Face model folder");
+  shape->excludes(model);
+  cmd.add_option("--batch", o->batch, "Sequences decoded together")->capture_default_str();
+  cmd.add_option("--context", o->context, "Tokens in each sequence's KV cache")
+      ->capture_default_str();
+  cmd.add_option("--device", o->device, "CUDA device index")->capture_default_str();
+  cmd.add_flag("--quick", o->quick, "Fewer repetitions");
+  cmd.add_flag("--breakdown", o->breakdown,
+               "Also time each component of the step (eager, CUDA events between components)");
+  return [o] {
+    if (o->preset.empty() && o->model_dir.empty())
+      throw Error(ErrorKind::invalid_argument, "bench decode: give --shape NAME or --model DIR");
+    if (!o->preset.empty()) decode_preset(o->preset);  // names a bad shape
+    if (!cuda_available())
+      return not_measured("braidinfer bench decode: no usable CUDA device (nothing to measure)");
+    const Report run = run_decode(*o);
+    return report_result(run, decode_summary(run), nlohmann::json::object(),
+                         fmt::format("; copy ceiling {:.0f} GB/s", run.ceilings.copy_gbps));
+  };
 }
 
 }  // namespace braid::bench

@@ -7,10 +7,11 @@
 
 #include <fmt/format.h>
 
-#include "bench/harness/ceilings.h"
-#include "bench/suites/cuda/kernels.h"
+#include "bench/harness/cuda/ceilings.h"
 #include "bench/harness/cuda/device.h"
 #include "bench/harness/cuda/kernels.h"
+#include "bench/harness/cuda/timer.h"
+#include "bench/suites/cuda/kernels.h"
 #include "bench/suites/moe.h"
 #include "braid/error.h"
 #include "braid/ops.h"

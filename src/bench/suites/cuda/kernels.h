@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "bench/harness/host_copy.h"
 #include "bench/harness/accuracy.h"
-#include "bench/suites/kernels.h"
+#include "bench/harness/host_copy.h"
 #include "bench/harness/timer.h"
+#include "bench/suites/kernels.h"
 #include "braid/buffer.h"
 #include "braid/tensor.h"
 

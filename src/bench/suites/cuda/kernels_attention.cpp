@@ -12,9 +12,9 @@
 
 #include <fmt/format.h>
 
+#include "bench/harness/cuda/kernels.h"
 #include "bench/suites/attention.h"
 #include "bench/suites/cuda/kernels.h"
-#include "bench/harness/cuda/kernels.h"
 #include "braid/error.h"
 #include "braid/ops.h"
 

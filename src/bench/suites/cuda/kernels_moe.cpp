@@ -9,8 +9,8 @@
 
 #include <fmt/format.h>
 
-#include "bench/suites/cuda/kernels.h"
 #include "bench/harness/cuda/kernels.h"
+#include "bench/suites/cuda/kernels.h"
 #include "braid/error.h"
 #include "braid/ops.h"
 

@@ -10,9 +10,9 @@
 
 #include <fmt/format.h>
 
-#include "bench/suites/cuda/kernels.h"
-#include "bench/harness/fp8_fill.h"
 #include "bench/harness/cuda/kernels.h"
+#include "bench/harness/fp8_fill.h"
+#include "bench/suites/cuda/kernels.h"
 #include "braid/error.h"
 #include "braid/ops.h"
 

@@ -1,16 +1,18 @@
 // `bench prefill` on the GPU: seed 001's models with random bf16 weights, one forward pass over
 // each batch of prompts.
+#include "bench/suites/prefill.h"
+
 #include <cuda_runtime.h>
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <memory>
 #include <string>
 
-#include "bench/harness/ceilings.h"
+#include "bench/harness/cuda/ceilings.h"
 #include "bench/harness/cuda/device.h"
 #include "bench/harness/cuda/model_setup.h"
-#include "bench/suites/prefill.h"
-#include "bench/harness/timer.h"
+#include "bench/harness/cuda/timer.h"
 #include "braid/error.h"
 #include "core/cuda_check.h"
 #include "model/forward.h"
@@ -45,11 +47,8 @@ Report run_prefill(const PrefillOptions& o) {
   const auto info = query_device(o.device, &reason);
   if (!info) throw Error(ErrorKind::unsupported, "bench prefill: " + reason);
   Report run = start_report("prefill", *info);
-  std::vector<ResultRow> ceiling_rows;
-  measure_copy_ceiling(o.quick, o.device, [&](ResultRow r) { ceiling_rows.push_back(r); });
-  measure_gemm_ceiling(o.quick, o.device, [&](ResultRow r) { ceiling_rows.push_back(r); });
-  run.ceilings = ceilings_from_rows(ceiling_rows);
-  for (ResultRow& r : ceiling_rows) run.rows.push_back(std::move(r));
+  run.ceilings =
+      measure_ceilings(o.quick, o.device, true, false, [&](ResultRow r) { run.rows.push_back(r); });
 
   size_t done = 0, total = 0;
   for (const PrefillModel& m : models) total += m.cases.size();
@@ -102,6 +101,22 @@ Report run_prefill(const PrefillOptions& o) {
     }
   }
   return run;
+}
+
+SuiteRun prefill_command(CLI::App& cmd) {
+  auto o = std::make_shared<PrefillOptions>();
+  cmd.add_option("--model", o->models, "small, medium and/or large (default: all)")->delimiter(',');
+  cmd.add_option("--batch", o->batch, "One batch size instead of the seed's pairs");
+  cmd.add_option("--seq-len", o->seq_len, "One prompt length instead of the seed's pairs");
+  cmd.add_option("--device", o->device, "CUDA device index")->capture_default_str();
+  cmd.add_flag("--quick", o->quick, "Fewer repetitions, smaller ceiling shapes");
+  return [o] {
+    for (const std::string& m : o->models) prefill_model(m);  // names a bad model
+    if (!cuda_available())
+      return not_measured("braidinfer bench prefill: no CUDA device is visible (nothing to measure)");
+    const Report run = run_prefill(*o);
+    return report_result(run, prefill_summary(run));
+  };
 }
 
 }  // namespace braid::bench

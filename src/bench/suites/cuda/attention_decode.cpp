@@ -2,6 +2,8 @@
 // (32 query heads, 8 KV heads, head_dim 128, bf16, pages of 16 tokens in shuffled order), with the
 // copy bandwidth measured in the same run as the ceiling. Bytes per call = K and V of every
 // sequence read once, plus q read and out written.
+#include "bench/suites/attention_decode.h"
+
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -14,23 +16,20 @@
 #include <string>
 #include <vector>
 
-#include "bench/suites/attention.h"
-#include "bench/harness/ceilings.h"
+#include "bench/harness/cuda/ceilings.h"
 #include "bench/harness/cuda/device.h"
-#include "bench/harness/host_copy.h"
 #include "bench/harness/cuda/kernels.h"
+#include "bench/harness/cuda/timer.h"
+#include "bench/harness/host_copy.h"
 #include "bench/harness/report.h"
-#include "bench/harness/timer.h"
+#include "bench/harness/suite.h"
+#include "bench/suites/attention.h"
 #include "braid/buffer.h"
 #include "braid/error.h"
 #include "braid/ops.h"
-#include "commands.h"
-#include "table_outputs.h"
-#if BRAID_WITH_CUDA
 #include "ops/cuda/cuda_ops.h"
-#endif
 
-namespace braid::cli {
+namespace braid::bench {
 
 namespace {
 
@@ -50,14 +49,12 @@ const DecodeShape kShapes[] = {
 };
 
 struct DecodeArgs {
-  std::string json_path;
-  TablePaths tables;
   bool quick = false;
   std::vector<int> splits;  // extra rows with these split counts (tuning)
 };
 
-bench::TimingConfig timing(bench::TimingMode mode, bool quick) {
-  bench::TimingConfig c;
+TimingConfig timing(TimingMode mode, bool quick) {
+  TimingConfig c;
   c.mode = mode;
   c.warmup = quick ? 2 : 5;
   c.reps = quick ? 5 : 30;
@@ -80,11 +77,11 @@ DecodeInputs make_inputs(const DecodeShape& s, int sets, int64_t workspace_float
   for (int i = 0; i < sets; ++i) {
     in.k_pages.emplace_back(DType::bf16, std::vector<int64_t>{num_pages, kPageSize, kKvHeads, kHeadDim}, dev);
     in.v_pages.emplace_back(DType::bf16, std::vector<int64_t>{num_pages, kPageSize, kKvHeads, kHeadDim}, dev);
-    bench::fill_uniform(in.k_pages.back(), kSeed + 2 * i, -1.0f, 1.0f, {});
-    bench::fill_uniform(in.v_pages.back(), kSeed + 2 * i + 1, -1.0f, 1.0f, {});
+    fill_uniform(in.k_pages.back(), kSeed + 2 * i, -1.0f, 1.0f, {});
+    fill_uniform(in.v_pages.back(), kSeed + 2 * i + 1, -1.0f, 1.0f, {});
   }
   in.q = OwnedTensor(DType::bf16, {s.batch, kQHeads, kHeadDim}, dev);
-  bench::fill_uniform(in.q, kSeed - 1, -1.0f, 1.0f, {});
+  fill_uniform(in.q, kSeed - 1, -1.0f, 1.0f, {});
 
   OwnedTensor table(DType::i32, {s.batch, pages_per_seq}, Device::cpu());
   std::iota(table.view().ptr<int32_t>(), table.view().ptr<int32_t>() + num_pages, 0);
@@ -119,13 +116,13 @@ void expect_written(const Tensor& t, const std::string& what) {
 // The output of set 0 against the fp64 reference for the first and last sequences and query
 // heads 0 and 31 (different KV heads): each sequence's keys gathered page by page through the
 // page table, as the kernel reads them.
-bench::Accuracy check_against_reference(const DecodeShape& s, const DecodeInputs& in, float scale) {
+Accuracy check_against_reference(const DecodeShape& s, const DecodeInputs& in, float scale) {
   const int64_t pages_per_seq = (s.kv_len + kPageSize - 1) / kPageSize;
-  const std::vector<float> table = bench::host_floats(in.page_table);
-  const std::vector<float> q = bench::host_floats(in.q);
-  const std::vector<float> out = bench::host_floats(in.out);
+  const std::vector<float> table = host_floats(in.page_table);
+  const std::vector<float> q = host_floats(in.q);
+  const std::vector<float> out = host_floats(in.out);
   const int64_t row = kKvHeads * kHeadDim;  // one token's K (or V) in a page
-  bench::ErrorAccumulator acc;
+  ErrorAccumulator acc;
   std::vector<double> ref(kHeadDim);
   const std::vector<int64_t> seqs = s.batch > 1 ? std::vector<int64_t>{0, s.batch - 1}
                                                 : std::vector<int64_t>{0};
@@ -133,23 +130,23 @@ bench::Accuracy check_against_reference(const DecodeShape& s, const DecodeInputs
     std::vector<float> k, v;  // [kv_len, kv_heads, head_dim] of this sequence
     for (int64_t p = 0; p < pages_per_seq; ++p) {
       const int64_t page = static_cast<int64_t>(table[size_t(b * pages_per_seq + p)]);
-      const std::vector<float> kp = bench::host_floats(in.k_pages[0].view().slice(0, page, page + 1));
-      const std::vector<float> vp = bench::host_floats(in.v_pages[0].view().slice(0, page, page + 1));
+      const std::vector<float> kp = host_floats(in.k_pages[0].view().slice(0, page, page + 1));
+      const std::vector<float> vp = host_floats(in.v_pages[0].view().slice(0, page, page + 1));
       k.insert(k.end(), kp.begin(), kp.end());
       v.insert(v.end(), vp.begin(), vp.end());
     }
     for (int64_t h : {int64_t{0}, kQHeads - 1}) {
       const int64_t kv_head = h / (kQHeads / kKvHeads);
-      bench::reference_attention_row(&q[size_t((b * kQHeads + h) * kHeadDim)],
+      reference_attention_row(&q[size_t((b * kQHeads + h) * kHeadDim)],
                                      &k[size_t(kv_head * kHeadDim)], &v[size_t(kv_head * kHeadDim)],
                                      s.kv_len, kHeadDim, row, scale, ref.data());
       acc.add(&out[size_t((b * kQHeads + h) * kHeadDim)], ref.data(), kHeadDim);
     }
   }
-  bench::Accuracy a;
+  Accuracy a;
   a.error = acc.summary();
   a.reference = fmt::format("cpu fp64, {} sequences x 2 query heads", seqs.size());
-  a.rel_l2_tolerance = bench::rel_l2_tolerance_for(2);
+  a.rel_l2_tolerance = rel_l2_tolerance_for(2);
   return a;
 }
 
@@ -165,10 +162,10 @@ double decode_flops(const DecodeShape& s) {  // q.k and p.v for every (query hea
 
 // `splits` = 0: ops::attention_decode as a caller sees it; otherwise the CUDA kernels with that
 // split count (the op's checks have run on the same tensors first).
-void measure_shape(const DecodeShape& s, const DecodeArgs& args, const bench::DeviceInfo& info,
-                   Device dev, const std::function<void(bench::ResultRow)>& add) {
+void measure_shape(const DecodeShape& s, const DecodeArgs& args, const DeviceInfo& info,
+                   Device dev, const std::function<void(ResultRow)>& add) {
   const int64_t set_bytes = static_cast<int64_t>(decode_bytes(s));
-  const int sets = bench::rotating_sets(static_cast<size_t>(set_bytes), info.l2_bytes, 1);
+  const int sets = rotating_sets(static_cast<size_t>(set_bytes), info.l2_bytes, 1);
   const int64_t capacity = (s.kv_len + kPageSize - 1) / kPageSize * kPageSize;
   int64_t ws = ops::attention_decode_workspace_floats(s.batch, kQHeads, kHeadDim, capacity);
   for (int n : args.splits) ws = std::max<int64_t>(ws, s.batch * kQHeads * n * (kHeadDim + 1));
@@ -176,95 +173,72 @@ void measure_shape(const DecodeShape& s, const DecodeArgs& args, const bench::De
   const float scale = 1.0f / std::sqrt(float(kHeadDim));
 
   std::vector<int> variants = {0};
-#if BRAID_WITH_CUDA
   const int chosen = cuda::attention_decode_splits(in.q, in.kv(0), INT_MAX);
   variants.insert(variants.end(), args.splits.begin(), args.splits.end());
-#else
-  const int chosen = 0;
-#endif
   for (int splits : variants) {
-    for (auto mode : {bench::TimingMode::back_to_back, bench::TimingMode::graph}) {
-      bench::TimingConfig cfg = timing(mode, args.quick);
+    for (auto mode : {TimingMode::back_to_back, TimingMode::graph}) {
+      TimingConfig cfg = timing(mode, args.quick);
       cfg.sets = sets;
       fill_bytes(in.out, 0xFF);
       fill_bytes(in.lse, 0xFF);
       ops::attention_decode(in.q, in.kv(0), scale, in.out, in.lse, in.workspace);  // checks
-      bench::LaunchFn fn = [&](int set, Stream st) {
+      LaunchFn fn = [&](int set, Stream st) {
         ops::attention_decode(in.q, in.kv(set), scale, in.out, in.lse, in.workspace, st);
       };
-#if BRAID_WITH_CUDA
       if (splits > 0)
         fn = [&, splits](int set, Stream st) {
           cuda::attention_decode(in.q, in.kv(set), scale, in.out, in.lse, in.workspace, splits, st);
         };
-#endif
-      const bench::Stats st = bench::time_launches(fn, cfg);
+      const Stats st = time_launches(fn, cfg);
       expect_written(in.out, "out");
       expect_written(in.lse, "lse");
       fn(0, {});  // the last timed launch may have read another set: the check reads set 0's
-      bench::ResultRow r;
+      ResultRow r;
       r.accuracy = check_against_reference(s, in, scale);
       r.name = "attention_decode_bf16";
       r.params = fmt::format("b={} kv={} q32 kv8 d128 page16 {}", s.batch, s.kv_len,
                              splits == 0 ? fmt::format("splits=auto({})", chosen)
                                          : fmt::format("splits={}", splits));
-      r.timing = bench::timing_label(cfg) + (sets > 1 ? fmt::format(", {} sets", sets) : "");
+      r.timing = timing_label(cfg) + (sets > 1 ? fmt::format(", {} sets", sets) : "");
       r.stats = st;
       r.bytes = double(set_bytes);
       r.flops = decode_flops(s);
-      r.bound = bench::Bound::memory;
+      r.bound = Bound::memory;
       r.note = splits == 0 ? s.anchor : "";
       add(std::move(r));
     }
   }
 }
 
-int run_attention_decode(const DecodeArgs& args) {
+SuiteResult run_attention_decode(const DecodeArgs& args) {
   std::string reason;
-  const auto info = bench::query_device(0, &reason);
-  if (!info) {
-    fmt::print(stderr, "braidinfer bench attention-decode: {}\n", reason);
-    return 2;
-  }
+  const auto info = query_device(0, &reason);
+  if (!info) return not_measured("braidinfer bench attention-decode: " + reason);
   const Device dev = Device::cuda(0);
-  bench::Report run = bench::start_report(args.quick ? "attention-decode (quick)" : "attention-decode", *info);
-  auto add = [&](bench::ResultRow r) { bench::record_row(run, std::move(r)); };
+  Report run = start_report(args.quick ? "attention-decode (quick)" : "attention-decode", *info);
+  auto add = [&](ResultRow r) { record_row(run, std::move(r)); };
   fmt::print(stderr, "braidinfer bench attention-decode{}: measuring...\n", args.quick ? " --quick" : "");
-  bench::measure_copy_ceiling(args.quick, 0, add);
+  run.ceilings = measure_ceilings(args.quick, 0, false, false, add);
   cuda_allocator::empty_cache();
   for (const DecodeShape& s : kShapes) {
     measure_shape(s, args, *info, dev, add);
     cuda_allocator::empty_cache();
   }
-  run.ceilings = bench::ceilings_from_rows(run.rows);
 
-  fmt::print("{}", bench::describe_device(run.device));
-  fmt::print("git {}, {}\n\n", run.git_commit, run.date_utc);
-  fmt::print("{}\n", bench::format_table(run));
-  fmt::print("bytes = K + V of every sequence + q + out; % ceil = of this run's copy ceiling, {:.2f} TB/s\n",
-             run.ceilings.copy_gbps / 1000);
-  if (!args.json_path.empty()) {
-    bench::write_json(run, args.json_path);
-    fmt::print("wrote {}\n", args.json_path);
-  }
-  write_table_outputs(run, args.tables);
-  return 0;
+  return report_result(run, fmt::format("bytes = K + V of every sequence + q + out; % ceil = of "
+                                        "this run's copy ceiling, {:.2f} TB/s\n",
+                                        run.ceilings.copy_gbps / 1000));
 }
 
 }  // namespace
 
-void add_bench_attention_decode_command(CLI::App* bench, int& exit_code) {
+SuiteRun attention_decode_command(CLI::App& cmd) {
   auto args = std::make_shared<DecodeArgs>();
-  CLI::App* cmd = bench->add_subcommand(
-      "attention-decode",
-      "Decode attention over a paged KV cache on ANCHORS.md's shapes (32/8 heads, d128, bf16)");
-  cmd->add_option("--json", args->json_path, "Write the run as JSON to this file");
-  add_table_output_options(cmd, args->tables);
-  cmd->add_flag("--quick", args->quick, "Fewer repetitions (smoke test)");
-  cmd->add_option("--splits", args->splits,
+  cmd.add_flag("--quick", args->quick, "Fewer repetitions (smoke test)");
+  cmd.add_option("--splits", args->splits,
                   "Also time the CUDA kernels with these split counts (tuning), e.g. --splits 1 2 4")
       ->delimiter(',');
-  set_cuda_callback(cmd, "braidinfer bench attention-decode", exit_code, [args] { return run_attention_decode(*args); });
+  return [args] { return run_attention_decode(*args); };
 }
 
-}  // namespace braid::cli
+}  // namespace braid::bench

@@ -1,9 +1,9 @@
-// The --device option every engine command takes: cpu, cuda or auto.
+#include "bench/harness/options.h"
+
 #include "braid/buffer.h"
 #include "braid/error.h"
-#include "commands.h"
 
-namespace braid::cli {
+namespace braid::bench {
 
 Device device_from_option(const std::string& name, const char* command) {
   if (name == "cpu") return Device::cpu();
@@ -20,4 +20,4 @@ Device device_from_option(const std::string& name, const char* command) {
               std::string(command) + ": --device must be cpu, cuda or auto, got '" + name + "'");
 }
 
-}  // namespace braid::cli
+}  // namespace braid::bench

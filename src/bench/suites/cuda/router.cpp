@@ -12,6 +12,8 @@
 // time at the copy ceiling, bandwidth use, the share of the time that is fixed cost, and the time
 // above it. The logits stay in L2 between calls (256 KiB at 1024 tokens), as they do in a model,
 // where the gate GEMM has just written them.
+#include "bench/suites/router.h"
+
 #include <fmt/core.h>
 
 #include <fstream>
@@ -20,19 +22,17 @@
 #include <string>
 #include <vector>
 
-#include "bench/harness/ceilings.h"
+#include "bench/harness/cuda/ceilings.h"
 #include "bench/harness/cuda/device.h"
 #include "bench/harness/cuda/kernels.h"
+#include "bench/harness/cuda/timer.h"
 #include "bench/harness/report.h"
-#include "bench/suites/router.h"
-#include "bench/harness/timer.h"
+#include "bench/harness/suite.h"
 #include "braid/buffer.h"
 #include "braid/error.h"
 #include "braid/ops.h"
-#include "commands.h"
-#include "table_outputs.h"
 
-namespace braid::cli {
+namespace braid::bench {
 
 namespace {
 
@@ -54,48 +54,46 @@ struct RouterArgs {
   int n_group = 8;     // grouped only
   int topk_group = 4;  // grouped only
   std::vector<int64_t> tokens{1, 4, 256, 1024};
-  std::string json_path;
-  TablePaths tables;
   bool quick = false;
 };
 
-using AddRow = std::function<void(bench::ResultRow)>;
+using AddRow = std::function<void(ResultRow)>;
 
 // The three ways every kernel here is timed, with the ceilings bench's repetitions, so the
 // baselines and the router are timed identically.
 struct Mode {
   const char* name;
-  bench::TimingConfig cfg;
+  TimingConfig cfg;
 };
 
 std::vector<Mode> timing_modes(bool quick) {
-  const bench::CeilingsPlan plan = bench::ceilings_plan(quick);
+  const CeilingsPlan plan = ceilings_plan(quick);
   return {{"alone", plan.launch_alone},
           {"back_to_back", plan.launch_back_to_back},
           {"graph", plan.launch_graph}};
 }
 
-std::vector<bench::BaselineLine> measure_baselines(const std::vector<Mode>& modes, Device dev,
+std::vector<BaselineLine> measure_baselines(const std::vector<Mode>& modes, Device dev,
                                                    const AddRow& add) {
   OwnedTensor in(DType::i32, {1}, dev), out(DType::i32, {1}, dev);
   fill_bytes(in, 0x01);  // in[0] = 0x01010101
   fill_bytes(out, 0xFF);
   const struct {
     const char* name;
-    bench::LaunchFn fn;
+    LaunchFn fn;
   } probes[] = {
-      {"empty_kernel", [](int, Stream s) { bench::launch_empty_kernel(s); }},
+      {"empty_kernel", [](int, Stream s) { launch_empty_kernel(s); }},
       {"minimal_rw_kernel",
        [&](int, Stream s) {
-         bench::launch_minimal_rw_kernel(in.view().ptr<int>(), out.view().ptr<int>(), s);
+         launch_minimal_rw_kernel(in.view().ptr<int>(), out.view().ptr<int>(), s);
        }},
   };
-  std::vector<bench::BaselineLine> lines;
+  std::vector<BaselineLine> lines;
   for (const Mode& m : modes)
     for (const auto& p : probes) {
-      const bench::Stats st = bench::time_launches(p.fn, m.cfg);
-      const std::string label = bench::timing_label(m.cfg);
-      add({p.name, "<<<1, 1>>>", label, st, 0, 0, bench::Bound::none, m.name});
+      const Stats st = time_launches(p.fn, m.cfg);
+      const std::string label = timing_label(m.cfg);
+      add({p.name, "<<<1, 1>>>", label, st, 0, 0, Bound::none, m.name});
       lines.push_back({p.name, m.name, label, st});
     }
   // The read-write probe must have done its one read and write, or its time means nothing.
@@ -108,7 +106,7 @@ std::vector<bench::BaselineLine> measure_baselines(const std::vector<Mode>& mode
   return lines;
 }
 
-double baseline_us(const std::vector<bench::BaselineLine>& lines, const std::string& mode) {
+double baseline_us(const std::vector<BaselineLine>& lines, const std::string& mode) {
   for (const auto& b : lines)
     if (b.kernel == "minimal_rw_kernel" && b.mode == mode) return b.stats.median_us;
   return 0;
@@ -116,30 +114,30 @@ double baseline_us(const std::vector<bench::BaselineLine>& lines, const std::str
 
 // The device outputs (copied back) against the reference outputs on the host; *accuracy gets the
 // row's form of the same check (the weights' errors; the ids must all match).
-bench::RouterCheck check_outputs(const Tensor& weights, const Tensor& ids, const Tensor& ref_w,
-                                 const Tensor& ref_ids, bench::Accuracy* accuracy) {
+RouterCheck check_outputs(const Tensor& weights, const Tensor& ids, const Tensor& ref_w,
+                                 const Tensor& ref_ids, Accuracy* accuracy) {
   OwnedTensor w(DType::f32, {weights.shape[0], weights.shape[1]}, Device::cpu());
   OwnedTensor i(DType::i32, {ids.shape[0], ids.shape[1]}, Device::cpu());
   copy(weights, w);
   copy(ids, i);
-  const bench::RouterCheck check =
-      bench::check_router(w.view().ptr<float>(), i.view().ptr<int32_t>(), ref_w.ptr<float>(),
+  const RouterCheck check =
+      check_router(w.view().ptr<float>(), i.view().ptr<int32_t>(), ref_w.ptr<float>(),
                           ref_ids.ptr<int32_t>(), weights.numel());
   const float* ref = ref_w.ptr<float>();
   const std::vector<double> ref64(ref, ref + weights.numel());
-  bench::ErrorAccumulator acc;
+  ErrorAccumulator acc;
   acc.add(w.view().ptr<float>(), ref64.data(), weights.numel());
   accuracy->error = acc.summary();
   accuracy->reference = fmt::format("cpu reference op; {} of {} ids differ; pass = every id equal "
                                     "and max |dw| <= {:g}",
                                     check.id_mismatches, check.entries,
-                                    bench::kRouterWeightTolerance);
+                                    kRouterWeightTolerance);
   accuracy->rel_l2_tolerance = 1.0;  // the rule above decides, not the relative error
   accuracy->other_checks_passed = check.ok();
   return check;
 }
 
-std::string shape_label(const bench::RouterShape& s) {
+std::string shape_label(const RouterShape& s) {
   if (s.grouped())
     return fmt::format("f32 T={} E={} k={} groups {}/{}", s.tokens, s.experts, s.k, s.topk_group,
                        s.n_group);
@@ -148,17 +146,17 @@ std::string shape_label(const bench::RouterShape& s) {
 
 // One token count, every mode. Outputs are poisoned (NaN weights, id -1) before each timing,
 // so a configuration whose timed launches did not write them fails its check.
-std::vector<bench::RouterLine> measure_router(const bench::RouterShape& shape,
+std::vector<RouterLine> measure_router(const RouterShape& shape,
                                               const std::vector<Mode>& modes,
-                                              const std::vector<bench::BaselineLine>& baselines,
+                                              const std::vector<BaselineLine>& baselines,
                                               double copy_gbps, Device dev, const AddRow& add) {
   const int64_t T = shape.tokens;
   const DType logit_dtype = shape.logit_bytes == 4 ? DType::f32 : DType::bf16;
   OwnedTensor logits(logit_dtype, {T, shape.experts}, dev);
   OwnedTensor bias(DType::bf16, {shape.grouped() ? shape.experts : 1}, dev);
   OwnedTensor weights(DType::f32, {T, shape.k}, dev), ids(DType::i32, {T, shape.k}, dev);
-  bench::fill_uniform(logits, kSeed + uint64_t(T), -kLogitRange, kLogitRange, {});
-  bench::fill_uniform(bias, kSeed - 1, -kBiasRange, kBiasRange, {});
+  fill_uniform(logits, kSeed + uint64_t(T), -kLogitRange, kLogitRange, {});
+  fill_uniform(bias, kSeed - 1, -kBiasRange, kBiasRange, {});
   // The op on any device: the GPU call timed below and the CPU reference.
   auto route = [&](const Tensor& l, const Tensor& b, const Tensor& w, const Tensor& i, Stream s) {
     if (shape.grouped())
@@ -179,21 +177,21 @@ std::vector<bench::RouterLine> measure_router(const bench::RouterShape& shape,
   OwnedTensor ref_ids(DType::i32, {T, shape.k}, Device::cpu());
   route(host_logits, host_bias, ref_w, ref_ids, {});
 
-  std::vector<bench::RouterLine> lines;
+  std::vector<RouterLine> lines;
   for (const Mode& m : modes) {
     fill_bytes(weights, 0xFF);
     fill_bytes(ids, 0xFF);
-    bench::RouterLine line;
+    RouterLine line;
     line.shape = shape;
     line.mode = m.name;
-    line.timing = bench::timing_label(m.cfg);
-    line.stats = bench::time_launches([&](int, Stream s) { call(s); }, m.cfg);
-    bench::Accuracy accuracy;
+    line.timing = timing_label(m.cfg);
+    line.stats = time_launches([&](int, Stream s) { call(s); }, m.cfg);
+    Accuracy accuracy;
     line.check = check_outputs(weights, ids, ref_w, ref_ids, &accuracy);
     line.baseline_us = baseline_us(baselines, m.name);
     line.copy_gbps = copy_gbps;
-    add({bench::router_op_name(shape), shape_label(shape), line.timing,
-         line.stats, bench::router_bytes(shape), 0, bench::Bound::memory,
+    add({router_op_name(shape), shape_label(shape), line.timing,
+         line.stats, router_bytes(shape), 0, Bound::memory,
          fmt::format("{}; check {} (id mismatches {}, max |dw| {:.1e})", m.name,
                      line.check.ok() ? "ok" : "FAILED", line.check.id_mismatches,
                      line.check.max_abs_weight_error),
@@ -203,29 +201,27 @@ std::vector<bench::RouterLine> measure_router(const bench::RouterShape& shape,
   return lines;
 }
 
-std::vector<bench::RouterLine> lines_of_mode(const std::vector<bench::RouterLine>& all,
+std::vector<RouterLine> lines_of_mode(const std::vector<RouterLine>& all,
                                              const std::string& mode) {
-  std::vector<bench::RouterLine> out;
+  std::vector<RouterLine> out;
   for (const auto& l : all)
     if (l.mode == mode) out.push_back(l);
   return out;
 }
 
-void print_report(const bench::Report& run, const RouterArgs& args,
-                  const std::vector<bench::BaselineLine>& baselines,
-                  const std::vector<bench::RouterLine>& lines) {
-  fmt::print("{}", bench::describe_device(run.device));
-  fmt::print("git {}, {}\n\n", run.git_commit, run.date_utc);
-  fmt::print("{}\n", bench::format_table(run));
-  fmt::print("copy ceiling of this run: {:.0f} GB/s\n\n", run.ceilings.copy_gbps);
+// What is printed under the run's table: the baselines, seed 000's tables per timing mode, the
+// targets.
+std::string report_text(const Report& run, const std::vector<BaselineLine>& baselines,
+                        const std::vector<RouterLine>& lines) {
+  std::string out = fmt::format("copy ceiling of this run: {:.0f} GB/s\n\n", run.ceilings.copy_gbps);
 
-  fmt::print("Baseline kernels (<<<1, 1>>>): the fixed cost of any kernel on this machine\n");
-  fmt::print("{}", bench::baseline_table(baselines));
-  fmt::print("fixed overhead baseline = minimal_rw_kernel: alone {} us, back to back {} us, in a "
+  out += "Baseline kernels (<<<1, 1>>>): the fixed cost of any kernel on this machine\n";
+  out += baseline_table(baselines);
+  out += fmt::format("fixed overhead baseline = minimal_rw_kernel: alone {} us, back to back {} us, in a "
              "graph {} us\n\n",
-             bench::format_us(baseline_us(baselines, "alone")),
-             bench::format_us(baseline_us(baselines, "back_to_back")),
-             bench::format_us(baseline_us(baselines, "graph")));
+             format_us(baseline_us(baselines, "alone")),
+             format_us(baseline_us(baselines, "back_to_back")),
+             format_us(baseline_us(baselines, "graph")));
 
   const struct {
     const char* mode;
@@ -238,61 +234,47 @@ void print_report(const bench::Report& run, const RouterArgs& args,
   for (const auto& s : sections) {
     const auto mode_lines = lines_of_mode(lines, s.mode);
     if (mode_lines.empty()) continue;
-    const bench::RouterShape& shape = mode_lines.front().shape;
+    const RouterShape& shape = mode_lines.front().shape;
     if (shape.grouped())
-      fmt::print("moe_route_grouped, E={} k={} fp32 logits, bf16 bias, groups {} of {}; {} ({})\n",
+      out += fmt::format("moe_route_grouped, E={} k={} fp32 logits, bf16 bias, groups {} of {}; {} ({})\n",
                  shape.experts, shape.k, shape.topk_group, shape.n_group, s.title,
                  mode_lines.front().timing);
     else
-      fmt::print("moe_route_topk_softmax, E={} k={} bf16 logits, renormalize; {} ({})\n",
+      out += fmt::format("moe_route_topk_softmax, E={} k={} bf16 logits, renormalize; {} ({})\n",
                  shape.experts, shape.k, s.title, mode_lines.front().timing);
-    fmt::print("{}", bench::router_table(mode_lines));
-    fmt::print("{}\n", bench::router_ratios(mode_lines));
+    out += router_table(mode_lines);
+    out += router_ratios(mode_lines) + "\n";
   }
-  fmt::print(
+  out += fmt::format(
       "data = logits read (+ the bias, once, for the grouped router) + weights (f32) and ids (i32) "
       "written; transfer = data at the copy "
       "ceiling of this run;\nBW util = transfer / median; overhead = baseline / median; above base "
       "= median - baseline; base = minimal_rw_kernel median, same mode;\nids/max |dw| = against "
       "the CPU reference on the same logits (check: ids equal, |dw| <= {:g}).\n\n",
-      bench::kRouterWeightTolerance);
-  fmt::print("{}", bench::router_targets(lines_of_mode(lines, "alone"),
-                                         baseline_us(baselines, "alone")));
+      kRouterWeightTolerance);
+  out += router_targets(lines_of_mode(lines, "alone"),
+                                         baseline_us(baselines, "alone"));
+  return out;
 }
 
-void write_json(const bench::Report& run, const std::vector<bench::BaselineLine>& baselines,
-                const std::vector<bench::RouterLine>& lines, const std::string& path) {
-  nlohmann::json j = bench::to_json(run);  // the standard run (report_from_json reads it)
-  j["router"] = bench::router_json(baselines, lines);
-  std::ofstream f(path);
-  if (!f) throw Error(ErrorKind::io, "bench router: cannot open '" + path + "' for writing");
-  f << j.dump(2) << "\n";
-  f.close();
-  if (!f) throw Error(ErrorKind::io, "bench router: writing '" + path + "' failed");
-}
-
-int run_router_bench(RouterArgs args) {
+SuiteResult run_router_bench(RouterArgs args) {
   const bool grouped = args.router == "grouped";
   if (args.experts == 0) args.experts = grouped ? 256 : 128;
-  bench::validate_router_args(args.experts, args.k, args.tokens);
+  validate_router_args(args.experts, args.k, args.tokens);
   std::string reason;
-  const auto info = bench::query_device(0, &reason);
-  if (!info) {
-    fmt::print(stderr, "{}: {}\n", kCmd, reason);
-    return 2;
-  }
+  const auto info = query_device(0, &reason);
+  if (!info) return not_measured(fmt::format("{}: {}", kCmd, reason));
   const Device dev = Device::cuda(0);
-  bench::Report run = bench::start_report(args.quick ? "router (quick)" : "router", *info);
-  const AddRow add = [&](bench::ResultRow r) { bench::record_row(run, std::move(r)); };
+  Report run = start_report(args.quick ? "router (quick)" : "router", *info);
+  const AddRow add = [&](ResultRow r) { record_row(run, std::move(r)); };
   fmt::print(stderr, "{}{}: measuring...\n", kCmd, args.quick ? " --quick" : "");
 
-  bench::measure_copy_ceiling(args.quick, 0, add);
-  run.ceilings = bench::ceilings_from_rows(run.rows);
+  run.ceilings = measure_ceilings(args.quick, 0, false, false, add);
   const std::vector<Mode> modes = timing_modes(args.quick);
   const auto baselines = measure_baselines(modes, dev, add);
-  std::vector<bench::RouterLine> lines;
+  std::vector<RouterLine> lines;
   for (int64_t t : args.tokens) {
-    bench::RouterShape shape{t, args.experts, args.k, 2};
+    RouterShape shape{t, args.experts, args.k, 2};
     if (grouped) {
       shape.logit_bytes = 4;
       shape.n_group = args.n_group;
@@ -304,50 +286,37 @@ int run_router_bench(RouterArgs args) {
   }
   cuda_allocator::empty_cache();
 
-  print_report(run, args, baselines, lines);
-  if (!args.json_path.empty()) {
-    write_json(run, baselines, lines, args.json_path);
-    fmt::print("wrote {}\n", args.json_path);
-  }
-  write_table_outputs(run, args.tables);
+  SuiteResult r = report_result(run, report_text(run, baselines, lines),
+                                {{"router", router_json(baselines, lines)}});
   int failed = 0;
   for (const auto& l : lines) failed += !l.check.ok();
-  if (failed > 0) {
-    fmt::print(stderr, "{}: {} of {} measured configurations FAILED the check (see the tables)\n",
-               kCmd, failed, lines.size());
-    return 1;
-  }
-  return 0;
+  if (failed > 0)
+    fail(r, fmt::format("{}: {} of {} measured configurations FAILED the check (see the tables)",
+                        kCmd, failed, lines.size()));
+  return r;
 }
 
 }  // namespace
 
-void add_bench_router_command(CLI::App* bench, int& exit_code) {
+SuiteRun router_command(CLI::App& cmd) {
   auto args = std::make_shared<RouterArgs>();
-  CLI::App* cmd = bench->add_subcommand(
-      "router",
-      "MoE router (moe_route_topk_softmax, bf16, renormalised; or moe_route_grouped) per call, "
-      "against the fixed cost of an empty and a read-write kernel and the copy ceiling of the "
-      "same run (seed 000)");
-  cmd->add_option("--router", args->router,
+  cmd.add_option("--router", args->router,
                   "topk_softmax (Qwen3-MoE, Mixtral) or grouped (DeepSeek-V3: fp32 logits, bf16 "
                   "bias, sigmoid, groups, routed_scaling_factor 2.5)")
       ->check(CLI::IsMember({"topk_softmax", "grouped"}))
       ->capture_default_str();
-  cmd->add_option("--experts", args->experts,
+  cmd.add_option("--experts", args->experts,
                   "Experts per token's logits row (default 128, or 256 for grouped)");
-  cmd->add_option("--n-group", args->n_group, "Expert groups (grouped only)")
+  cmd.add_option("--n-group", args->n_group, "Expert groups (grouped only)")
       ->capture_default_str();
-  cmd->add_option("--topk-group", args->topk_group, "Groups kept per token (grouped only)")
+  cmd.add_option("--topk-group", args->topk_group, "Groups kept per token (grouped only)")
       ->capture_default_str();
-  cmd->add_option("--k", args->k, "Experts chosen per token")->capture_default_str();
-  cmd->add_option("--tokens", args->tokens, "Token counts, comma-separated")
+  cmd.add_option("--k", args->k, "Experts chosen per token")->capture_default_str();
+  cmd.add_option("--tokens", args->tokens, "Token counts, comma-separated")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--json", args->json_path, "Write the run as JSON to this file");
-  add_table_output_options(cmd, args->tables);
-  cmd->add_flag("--quick", args->quick, "Fewer repetitions, smaller copy ceiling (smoke test)");
-  set_cuda_callback(cmd, kCmd, exit_code, [args] { return run_router_bench(*args); });
+  cmd.add_flag("--quick", args->quick, "Fewer repetitions, smaller copy ceiling (smoke test)");
+  return [args] { return run_router_bench(*args); };
 }
 
-}  // namespace braid::cli
+}  // namespace braid::bench

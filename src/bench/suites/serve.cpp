@@ -1,8 +1,6 @@
-// `braidinfer bench serve`: a load generator for any OpenAI-compatible server (braidinfer's own,
-// vLLM, SGLang, ...), measured as `vllm bench serve` measures: random prompts sent at Poisson
-// arrival times (or all at once), at most --max-concurrency in flight, each streamed and timed
-// (TTFT, TPOT, ITL, E2E latency), then throughput over the whole run. A network client: it needs
-// no GPU and works in a CPU-only build.
+// `braidinfer bench serve`: the load generator (suites/serve/) driven from the command line.
+#include "bench/suites/serve.h"
+
 #include <fmt/core.h>
 
 #include <cmath>
@@ -12,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "bench/harness/report.h"
 #include "bench/suites/serve/distribution.h"
 #include "bench/suites/serve/load_generator.h"
 #include "bench/suites/serve/random_dataset.h"
@@ -21,15 +18,11 @@
 #include "bench/suites/serve/serve_metrics.h"
 #include "bench/suites/serve/serve_report.h"
 #include "braid/error.h"
-#include "commands.h"
-#include "table_outputs.h"
 #include "tokenizer/tokenizer.h"
 
-namespace braid::cli {
+namespace braid::bench {
 
 namespace {
-
-namespace serve = bench::serve;
 
 constexpr const char* kCmd = "braidinfer bench serve";
 // Without a tokenizer the ids come from [409, 4096): the vocabulary of the embedded
@@ -57,8 +50,6 @@ struct ServeArgs {
   double timeout_s = 3600;
   std::vector<double> percentiles{90, 99};
   bool test_request = true;
-  std::string json_path;
-  TablePaths tables;
 };
 
 double parse_rate(const std::string& s) {
@@ -94,7 +85,7 @@ const char* form_name(serve::PromptForm f) {
   return "?";
 }
 
-int run_serve_bench(const ServeArgs& a) {
+SuiteResult run_serve(const ServeArgs& a) {
   if (a.dataset != "random")
     throw Error(ErrorKind::invalid_argument,
                 fmt::format("{}: --dataset: only 'random' is supported, got '{}'", kCmd,
@@ -149,9 +140,10 @@ int run_serve_bench(const ServeArgs& a) {
     const serve::RequestResult r =
         client->stream(a.endpoint, test.body, test.prompt_len, serve::ServeClient::Clock::now());
     if (!r.ok) {
-      fmt::print(stderr, "{}: the test request to {}{} failed: {}\n", kCmd, a.base_url,
-                 a.endpoint, r.error);
-      return 1;
+      SuiteResult failed = not_measured(fmt::format("{}: the test request to {}{} failed: {}",
+                                                    kCmd, a.base_url, a.endpoint, r.error));
+      failed.exit_code = 1;
+      return failed;
     }
   }
   client.reset();
@@ -173,8 +165,8 @@ int run_serve_bench(const ServeArgs& a) {
   const serve::LoadRun run = serve::run_load(load, requests);
 
   serve::ServeReport report;
-  report.git_commit = bench::git_commit();
-  report.date_utc = bench::utc_now();
+  report.git_commit = git_commit();
+  report.date_utc = utc_now();
   serve::ServeParameters& p = report.params;
   p.base_url = a.base_url;
   p.endpoint = a.endpoint;
@@ -197,82 +189,68 @@ int run_serve_bench(const ServeArgs& a) {
   p.timeout_s = a.timeout_s;
   report.metrics = serve::compute_metrics(run.results, run.duration_s, a.percentiles);
 
-  fmt::print("{}", serve::serve_table(report));
+  SuiteResult result;
+  result.text = serve::serve_table(report);
   if (a.max_concurrency == 0 && a.num_prompts > serve::kMaxWorkers)
-    fmt::print("(at most {} requests were in flight: the client's thread limit)\n",
-               serve::kMaxWorkers);
-  if (!a.json_path.empty()) {
-    bench::write_text(serve::serve_json(report).dump(2) + "\n", a.json_path);
-    fmt::print("wrote {}\n", a.json_path);
-  }
-  if (!a.tables.csv.empty()) {
-    bench::write_text(serve::serve_csv(report), a.tables.csv);
-    fmt::print("wrote {}\n", a.tables.csv);
-  }
-  if (!a.tables.md.empty()) {
-    bench::write_text(serve::serve_markdown(report), a.tables.md);
-    fmt::print("wrote {}\n", a.tables.md);
-  }
-  return report.metrics.failed > 0 ? 1 : 0;
+    result.text += fmt::format("(at most {} requests were in flight: the client's thread limit)\n",
+                               serve::kMaxWorkers);
+  result.json = serve::serve_json(report);
+  result.csv = serve::serve_csv(report);
+  result.md = serve::serve_markdown(report);
+  result.exit_code = report.metrics.failed > 0 ? 1 : 0;
+  return result;
 }
 
 }  // namespace
 
-void add_bench_serve_command(CLI::App* bench, int& exit_code) {
+SuiteRun serve_command(CLI::App& cmd) {
   auto a = std::make_shared<ServeArgs>();
-  CLI::App* cmd = bench->add_subcommand(
-      "serve",
-      "Load an OpenAI-compatible server with random prompts and measure TTFT, TPOT, ITL, E2E "
-      "latency and throughput as vllm bench serve does (no GPU needed; exits 1 if a request "
-      "failed)");
-  cmd->add_option("--base-url", a->base_url, "Server: http://HOST:PORT[/PREFIX]")
+  cmd.add_option("--base-url", a->base_url, "Server: http://HOST:PORT[/PREFIX]")
       ->capture_default_str();
-  cmd->add_option("--endpoint", a->endpoint,
+  cmd.add_option("--endpoint", a->endpoint,
                   "/v1/completions or /v1/chat/completions (a path ending in chat/completions "
                   "is sent chat messages)")
       ->capture_default_str();
-  cmd->add_option("--model", a->model, "Model name to send (default: the first of /v1/models)");
-  cmd->add_option("--api-key", a->api_key, "Sent as 'Authorization: Bearer KEY'");
-  cmd->add_option("--dataset", a->dataset, "Prompt source (random)")->capture_default_str();
-  cmd->add_option("--input-len", a->input_len, "Prompt tokens")->capture_default_str();
-  cmd->add_option("--output-len", a->output_len, "max_tokens of each request")
+  cmd.add_option("--model", a->model, "Model name to send (default: the first of /v1/models)");
+  cmd.add_option("--api-key", a->api_key, "Sent as 'Authorization: Bearer KEY'");
+  cmd.add_option("--dataset", a->dataset, "Prompt source (random)")->capture_default_str();
+  cmd.add_option("--input-len", a->input_len, "Prompt tokens")->capture_default_str();
+  cmd.add_option("--output-len", a->output_len, "max_tokens of each request")
       ->capture_default_str();
-  cmd->add_option("--range-ratio", a->range_ratio,
+  cmd.add_option("--range-ratio", a->range_ratio,
                   "Lengths uniform in [L(1-R), L(1+R)], 0 <= R < 1")
       ->capture_default_str();
-  cmd->add_option("--num-prompts", a->num_prompts, "Requests to send")->capture_default_str();
-  cmd->add_option("--request-rate", a->request_rate,
+  cmd.add_option("--num-prompts", a->num_prompts, "Requests to send")->capture_default_str();
+  cmd.add_option("--request-rate", a->request_rate,
                   "Requests/s with Poisson arrivals, or inf: all at once")
       ->capture_default_str();
-  cmd->add_option("--burstiness", a->burstiness,
+  cmd.add_option("--burstiness", a->burstiness,
                   "Gamma shape of the arrival gaps (1: Poisson; < 1 burstier, > 1 more even)")
       ->capture_default_str();
-  cmd->add_option("--max-concurrency", a->max_concurrency,
+  cmd.add_option("--max-concurrency", a->max_concurrency,
                   "Requests in flight at most (0: no limit but the client's 1024 threads)")
       ->capture_default_str();
-  cmd->add_option("--seed", a->seed, "Seed of the prompts and the arrival times")
+  cmd.add_option("--seed", a->seed, "Seed of the prompts and the arrival times")
       ->capture_default_str();
-  cmd->add_option("--vocab-size", a->vocab_size,
+  cmd.add_option("--vocab-size", a->vocab_size,
                   "Prompt ids are drawn from [V/10, V) (default: the tokenizer's vocabulary, "
                   "else 4096)");
-  cmd->add_option("--tokenizer", a->tokenizer,
+  cmd.add_option("--tokenizer", a->tokenizer,
                   "Folder with tokenizer.json: prompts are the random ids decoded to text "
                   "(without it, completions get id arrays and chat gets random English words)");
-  cmd->add_flag("--ignore-eos,!--no-ignore-eos", a->ignore_eos,
+  cmd.add_flag("--ignore-eos,!--no-ignore-eos", a->ignore_eos,
                 "Ask the server to generate max_tokens regardless of end-of-text (default on)");
-  cmd->add_option("--temperature", a->temperature, "Sampling temperature (0: greedy)")
+  cmd.add_option("--temperature", a->temperature, "Sampling temperature (0: greedy)")
       ->capture_default_str();
-  cmd->add_option("--timeout-s", a->timeout_s,
+  cmd.add_option("--timeout-s", a->timeout_s,
                   "A request fails after this many seconds (or this long without data)")
       ->capture_default_str();
-  cmd->add_option("--percentiles", a->percentiles, "Latency percentiles to report, comma-separated")
+  cmd.add_option("--percentiles", a->percentiles, "Latency percentiles to report, comma-separated")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_flag("!--no-test-request", a->test_request,
+  cmd.add_flag("!--no-test-request", a->test_request,
                 "Skip the single request sent before the run to check the server answers");
-  cmd->add_option("--json", a->json_path, "Write the run as JSON to this file");
-  add_table_output_options(cmd, a->tables);
-  cmd->callback([a, &exit_code] { exit_code = run_serve_bench(*a); });
+  return [a] { return run_serve(*a); };
 }
 
-}  // namespace braid::cli
+}  // namespace braid::bench

@@ -6,7 +6,9 @@
 //   --sweep  also lengths 512 .. 16384 at 32 heads, d128, batch = 16384 / length, causal and full
 //   --gqa    also the six shapes with a quarter of the KV heads (GQA 4:1)
 // FLOPs count only the score entries a causal mask leaves (S (S + 1) / 2 per head), see
-// bench/attention_prefill_bench.h; bytes = q, k, v read + out written.
+// suites/attention.h; bytes = q, k, v read + out written.
+#include "bench/suites/attention.h"
+
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -20,19 +22,17 @@
 #include <string>
 #include <vector>
 
-#include "bench/suites/attention.h"
-#include "bench/harness/ceilings.h"
+#include "bench/harness/cuda/ceilings.h"
 #include "bench/harness/cuda/device.h"
 #include "bench/harness/cuda/kernels.h"
+#include "bench/harness/cuda/timer.h"
 #include "bench/harness/report.h"
-#include "bench/harness/timer.h"
+#include "bench/harness/suite.h"
 #include "braid/buffer.h"
 #include "braid/error.h"
 #include "braid/ops.h"
-#include "commands.h"
-#include "table_outputs.h"
 
-namespace braid::cli {
+namespace braid::bench {
 
 namespace {
 
@@ -50,12 +50,12 @@ struct Peer {
 };
 
 struct Case {
-  bench::PrefillShape shape;
+  PrefillShape shape;
   std::optional<Peer> peer;
   std::string note;
 };
 
-bench::PrefillShape mha(int64_t batch, int64_t seq, int64_t heads, int64_t dim, bool causal) {
+PrefillShape mha(int64_t batch, int64_t seq, int64_t heads, int64_t dim, bool causal) {
   return {batch, seq, heads, heads, dim, causal};
 }
 
@@ -67,7 +67,7 @@ std::string anchor_ms(double ms) {
 std::vector<Case> anchor_cases() {
   const Peer p[] = {{0.587, 468, 0.918, 300}, {0.350, 393, 0.519, 265}, {14.57, 604, 24.30, 362},
                     {8.19, 537, 13.27, 331},  {6.98, 631, 12.59, 349},  {3.66, 601, 6.65, 331}};
-  const bench::PrefillShape shapes[] = {
+  const PrefillShape shapes[] = {
       mha(16, 2048, 16, 64, false), mha(16, 2048, 16, 64, true),  mha(32, 4096, 32, 128, false),
       mha(32, 4096, 32, 128, true), mha(4, 8192, 32, 128, false), mha(1, 16384, 32, 128, true)};
   std::vector<Case> cases;
@@ -79,7 +79,7 @@ std::vector<Case> anchor_cases() {
   return cases;
 }
 
-std::string case_params(const bench::PrefillShape& s) {
+std::string case_params(const PrefillShape& s) {
   const std::string heads = s.kv_heads == s.q_heads
                                 ? fmt::format("h={}", s.q_heads)
                                 : fmt::format("h={} kv={}", s.q_heads, s.kv_heads);
@@ -88,8 +88,6 @@ std::string case_params(const bench::PrefillShape& s) {
 }
 
 struct AttentionArgs {
-  std::string json_path;
-  TablePaths tables;
   bool quick = false;
   bool sweep = false;
   bool gqa = false;
@@ -99,7 +97,7 @@ std::vector<Case> bench_cases(const AttentionArgs& args) {
   std::vector<Case> cases = anchor_cases();
   if (args.gqa)
     for (const Case& c : anchor_cases()) {
-      bench::PrefillShape s = c.shape;
+      PrefillShape s = c.shape;
       s.kv_heads = s.q_heads / 4;
       cases.push_back({s, std::nullopt, "GQA 4:1 (no peer figure)"});
     }
@@ -108,7 +106,7 @@ std::vector<Case> bench_cases(const AttentionArgs& args) {
     for (const Case& c : cases) seen.insert(case_params(c.shape));
     for (int64_t seq = 512; seq <= 16384; seq *= 2)
       for (bool causal : {false, true}) {
-        const bench::PrefillShape s = mha(16384 / seq, seq, 32, 128, causal);
+        const PrefillShape s = mha(16384 / seq, seq, 32, 128, causal);
         if (seen.insert(case_params(s)).second)
           cases.push_back({s, std::nullopt, "sweep, 16384 tokens"});
       }
@@ -119,18 +117,18 @@ std::vector<Case> bench_cases(const AttentionArgs& args) {
 // The mode and batch only: the expected time (at ~400 TF/s) is never reported. Multi-ms cases
 // are timed a launch or a few at a time between events (the launch gap is noise there);
 // shorter ones as CUDA-graph replays, so launch gaps do not inflate them.
-bench::TimingConfig timing_for(const bench::PrefillShape& s, bool quick, int sets) {
-  const double est_us = std::max(1.0, bench::attention_prefill_flops(s) / 4e8);
+TimingConfig timing_for(const PrefillShape& s, bool quick, int sets) {
+  const double est_us = std::max(1.0, attention_prefill_flops(s) / 4e8);
   const double sample_us = quick ? 2000 : 10000;
-  bench::TimingConfig cfg;
+  TimingConfig cfg;
   cfg.sets = sets;
   cfg.reps = quick ? 5 : 20;
   if (est_us < 1000) {
-    cfg.mode = bench::TimingMode::graph;
+    cfg.mode = TimingMode::graph;
     cfg.warmup = quick ? 1 : 3;  // replays of the whole graph
     cfg.batch = std::clamp(static_cast<int>(sample_us / est_us), 2, 100);
   } else {
-    cfg.mode = bench::TimingMode::back_to_back;
+    cfg.mode = TimingMode::back_to_back;
     cfg.warmup = quick ? 1 : 3;
     cfg.batch = std::clamp(static_cast<int>(sample_us / est_us), 1, 5);
   }
@@ -144,16 +142,16 @@ struct Inputs {
   OwnedTensor cu_seqlens, out, lse;
 };
 
-Inputs make_inputs(const bench::PrefillShape& s, int sets, Device dev) {
+Inputs make_inputs(const PrefillShape& s, int sets, Device dev) {
   const int64_t tokens = s.batch * s.seq_len;
   Inputs in;
   for (int i = 0; i < sets; ++i) {
     in.q.emplace_back(DType::bf16, std::vector<int64_t>{tokens, s.q_heads, s.head_dim}, dev);
     in.k.emplace_back(DType::bf16, std::vector<int64_t>{tokens, s.kv_heads, s.head_dim}, dev);
     in.v.emplace_back(DType::bf16, std::vector<int64_t>{tokens, s.kv_heads, s.head_dim}, dev);
-    bench::fill_uniform(in.q.back(), kSeed + 3 * i, -1.0f, 1.0f, {});
-    bench::fill_uniform(in.k.back(), kSeed + 3 * i + 1, -1.0f, 1.0f, {});
-    bench::fill_uniform(in.v.back(), kSeed + 3 * i + 2, -1.0f, 1.0f, {});
+    fill_uniform(in.q.back(), kSeed + 3 * i, -1.0f, 1.0f, {});
+    fill_uniform(in.k.back(), kSeed + 3 * i + 1, -1.0f, 1.0f, {});
+    fill_uniform(in.v.back(), kSeed + 3 * i + 2, -1.0f, 1.0f, {});
   }
   OwnedTensor cu(DType::i32, {s.batch + 1}, Device::cpu());
   for (int64_t b = 0; b <= s.batch; ++b)
@@ -165,11 +163,11 @@ Inputs make_inputs(const bench::PrefillShape& s, int sets, Device dev) {
   return in;
 }
 
-float softmax_scale(const bench::PrefillShape& s) {
+float softmax_scale(const PrefillShape& s) {
   return 1.0f / std::sqrt(float(s.head_dim));
 }
 
-void run_op(const bench::PrefillShape& s, const Inputs& in, int set, Stream stream) {
+void run_op(const PrefillShape& s, const Inputs& in, int set, Stream stream) {
   ops::attention_prefill(in.q[set], in.k[set], in.v[set], in.cu_seqlens, in.cu_seqlens,
                          static_cast<int>(s.seq_len), s.causal, softmax_scale(s), in.out, in.lse,
                          stream);
@@ -226,7 +224,7 @@ struct Validation {
   std::string params;
   std::vector<int64_t> batches, heads;
   int rows = 0;  // query rows per validated sequence
-  bench::ErrorSummary out;
+  ErrorSummary out;
   double lse_max_abs = 0;
   int64_t nonfinite_out = 0, nonfinite_lse = 0;
   bool ok = false;
@@ -234,14 +232,14 @@ struct Validation {
 
 // The first and last sequences (the last one exercises the offsets), query heads 0 and the last
 // (under GQA they read different KV heads), validation_rows() of each, against the fp64 reference.
-void check_subset(const bench::PrefillShape& s, const Inputs& in, Validation* val) {
+void check_subset(const PrefillShape& s, const Inputs& in, Validation* val) {
   const int64_t S = s.seq_len, D = s.head_dim, group = s.q_heads / s.kv_heads;
-  const std::vector<int64_t> rows = bench::validation_rows(S, kValidationRows, kSeed);
+  const std::vector<int64_t> rows = validation_rows(S, kValidationRows, kSeed);
   val->rows = static_cast<int>(rows.size());
   val->batches = s.batch > 1 ? std::vector<int64_t>{0, s.batch - 1} : std::vector<int64_t>{0};
   val->heads = {0, s.q_heads - 1};
   const double scale = softmax_scale(s);  // the float the op was given, exactly
-  bench::ErrorAccumulator acc;
+  ErrorAccumulator acc;
   std::vector<double> ref(static_cast<size_t>(D));
   for (int64_t b : val->batches) {
     const int64_t start = b * S;
@@ -254,7 +252,7 @@ void check_subset(const bench::PrefillShape& s, const Inputs& in, Validation* va
         const std::vector<float> out = host_row(in.out, start + i);
         const std::vector<float> lse = host_row(in.lse, start + i);
         const int64_t visible = s.causal ? i + 1 : S;  // queries = keys: the diagonal is i
-        const double ref_lse = bench::reference_attention_row(q.data() + h * D, k.data(), v.data(),
+        const double ref_lse = reference_attention_row(q.data() + h * D, k.data(), v.data(),
                                                               visible, D, D, scale, ref.data());
         acc.add(out.data() + h * D, ref.data(), D);
         const double lse_err = std::fabs(double(lse[h]) - ref_lse);
@@ -265,41 +263,41 @@ void check_subset(const bench::PrefillShape& s, const Inputs& in, Validation* va
   val->out = acc.summary();
 }
 
-bench::ResultRow make_row(const Case& c, const bench::TimingConfig& cfg, const bench::Stats& st,
-                          const bench::Ceilings& ceil) {
-  bench::ResultRow r;
+ResultRow make_row(const Case& c, const TimingConfig& cfg, const Stats& st,
+                          const Ceilings& ceil) {
+  ResultRow r;
   r.name = "attention_prefill_bf16";
   r.params = case_params(c.shape);
-  r.timing = bench::timing_label(cfg) + (cfg.sets > 1 ? fmt::format(", {} sets", cfg.sets) : "");
+  r.timing = timing_label(cfg) + (cfg.sets > 1 ? fmt::format(", {} sets", cfg.sets) : "");
   r.stats = st;
-  r.flops = bench::attention_prefill_flops(c.shape);
-  r.bytes = bench::attention_prefill_bytes(c.shape, 2);
+  r.flops = attention_prefill_flops(c.shape);
+  r.bytes = attention_prefill_bytes(c.shape, 2);
   // Roofline: FLOPs per byte above the ridge (GEMM rate / copy rate of this run) is compute
   // bound, so its % is of the GEMM ceiling; below it (short sequences) of the copy ceiling.
   const double ridge = ceil.copy_gbps > 0 ? ceil.gemm_tflops * 1e3 / ceil.copy_gbps : 0;
-  r.bound = r.flops / r.bytes >= ridge ? bench::Bound::compute : bench::Bound::memory;
+  r.bound = r.flops / r.bytes >= ridge ? Bound::compute : Bound::memory;
   r.note = c.note;
   return r;
 }
 
-Validation measure_case(const Case& c, const AttentionArgs& args, const bench::DeviceInfo& info,
-                        const bench::Ceilings& ceil, Device dev,
-                        const std::function<void(bench::ResultRow)>& add) {
-  const bench::PrefillShape& s = c.shape;
+Validation measure_case(const Case& c, const AttentionArgs& args, const DeviceInfo& info,
+                        const Ceilings& ceil, Device dev,
+                        const std::function<void(ResultRow)>& add) {
+  const PrefillShape& s = c.shape;
   // One set = q, k and v (the output is shared); in practice every case here exceeds twice the
   // L2 with one set, so rotation only matters for a smaller card or a smaller shape added later.
   const double set_bytes =
       2.0 * double(s.batch * s.seq_len) * double(s.q_heads + 2 * s.kv_heads) * double(s.head_dim);
-  const int sets = bench::rotating_sets(static_cast<size_t>(set_bytes), info.l2_bytes, 1);
-  const bench::TimingConfig cfg = timing_for(s, args.quick, sets);
+  const int sets = rotating_sets(static_cast<size_t>(set_bytes), info.l2_bytes, 1);
+  const TimingConfig cfg = timing_for(s, args.quick, sets);
   const Inputs in = make_inputs(s, sets, dev);
 
   run_op(s, in, 0, {});  // the op's checks and any first-call setup, outside the timing (and graph)
   // Poisoned with NaN after that call: an element no timed launch wrote shows up in the scan.
   fill_bytes(in.out, 0xFF);
   fill_bytes(in.lse, 0xFF);
-  const bench::Stats st =
-      bench::time_launches([&](int set, Stream stream) { run_op(s, in, set, stream); }, cfg);
+  const Stats st =
+      time_launches([&](int set, Stream stream) { run_op(s, in, set, stream); }, cfg);
 
   Validation val;
   val.params = case_params(s);
@@ -309,8 +307,8 @@ Validation measure_case(const Case& c, const AttentionArgs& args, const bench::D
   check_subset(s, in, &val);
   val.ok = val.nonfinite_out == 0 && val.nonfinite_lse == 0 && val.out.rel_l2 <= kRelL2Tolerance &&
            val.lse_max_abs <= kLseTolerance;
-  bench::ResultRow row = make_row(c, cfg, st, ceil);
-  bench::Accuracy accuracy;
+  ResultRow row = make_row(c, cfg, st, ceil);
+  Accuracy accuracy;
   accuracy.error = val.out;
   accuracy.reference = fmt::format("cpu fp64, {} query rows x {} heads x {} sequences", val.rows,
                                    val.heads.size(), val.batches.size());
@@ -341,15 +339,15 @@ struct MemoryRow {
 std::vector<MemoryRow> measure_memory(Device dev) {
   std::vector<MemoryRow> rows;
   for (int64_t tokens : {2048, 4096, 8192}) {
-    const bench::PrefillShape s = mha(1, tokens, 32, 128, true);
+    const PrefillShape s = mha(1, tokens, 32, 128, true);
     const Inputs in = make_inputs(s, 1, dev);
     cuda_allocator::empty_cache();
     const double before = double(cuda_allocator::bytes_in_use() + cuda_allocator::bytes_cached());
     run_op(s, in, 0, {});
     host_row(in.lse, tokens - 1);  // waits for the call
     const double after = double(cuda_allocator::bytes_in_use() + cuda_allocator::bytes_cached());
-    const double io = bench::attention_prefill_bytes(s, 2) + 4.0 * tokens * s.q_heads;
-    rows.push_back({tokens, io, 0.0, after - before, bench::naive_attention_extra_bytes(s)});
+    const double io = attention_prefill_bytes(s, 2) + 4.0 * tokens * s.q_heads;
+    rows.push_back({tokens, io, 0.0, after - before, naive_attention_extra_bytes(s)});
   }
   cuda_allocator::empty_cache();
   return rows;
@@ -361,27 +359,27 @@ std::string pct_or_dash(std::optional<double> v) {
 
 // One line per attention row: time, rates, roofline position, % of the GEMM ceiling, and the
 // ANCHORS.md peers as "% of reference" (peer time / our time; measured on an H100 another day).
-std::string summary(const bench::Report& run, const std::vector<Case>& cases) {
+std::string summary(const Report& run, const std::vector<Case>& cases) {
   const double ridge =
       run.ceilings.copy_gbps > 0 ? run.ceilings.gemm_tflops * 1e3 / run.ceilings.copy_gbps : 0;
   std::string out = fmt::format("{:<34} {:>9} {:>7} {:>6} {:>7} {:>7} {:>8} {:>7} {:>7}\n", "case",
                                 "ms", "TF/s", "%GEMM", "GB/s", "FLOP/B", "bound", "%cuDNN", "%FA2");
   for (const Case& c : cases) {
     const std::string params = case_params(c.shape);
-    const bench::ResultRow* r = nullptr;
+    const ResultRow* r = nullptr;
     for (const auto& row : run.rows)
       if (row.name == "attention_prefill_bf16" && row.params == params) r = &row;
     if (!r) continue;
     const double ms = r->stats.median_us / 1e3;
-    const double tflops = bench::achieved_tflops(*r).value_or(0);
+    const double tflops = achieved_tflops(*r).value_or(0);
     const std::optional<double> of_gemm =
         run.ceilings.gemm_tflops > 0
             ? std::optional<double>(100 * tflops / run.ceilings.gemm_tflops)
             : std::nullopt;
     out +=
         fmt::format("{:<34} {:>9.3f} {:>7.1f} {:>6} {:>7.0f} {:>7.0f} {:>8} {:>7} {:>7}\n", params,
-                    ms, tflops, pct_or_dash(of_gemm), bench::achieved_gbps(*r).value_or(0),
-                    r->flops / r->bytes, r->bound == bench::Bound::compute ? "compute" : "memory",
+                    ms, tflops, pct_or_dash(of_gemm), achieved_gbps(*r).value_or(0),
+                    r->flops / r->bytes, r->bound == Bound::compute ? "compute" : "memory",
                     c.peer ? fmt::format("{:.0f}", 100 * c.peer->cudnn_ms / ms) : "-",
                     c.peer ? fmt::format("{:.0f}", 100 * c.peer->fa2_ms / ms) : "-");
   }
@@ -423,8 +421,8 @@ std::string memory_table(const std::vector<MemoryRow>& rows) {
                      "(measured)", "+softmax (computed)", "totals");
   for (const MemoryRow& m : rows)
     out += fmt::format("{:>7} {:>14} {:>15} {:>17} {:>20} {:>9.1f}x\n", m.tokens,
-                       bench::format_bytes(m.io_bytes), bench::format_bytes(m.braid_extra),
-                       bench::format_bytes(m.allocator_growth), bench::format_bytes(m.naive_extra),
+                       format_bytes(m.io_bytes), format_bytes(m.braid_extra),
+                       format_bytes(m.allocator_growth), format_bytes(m.naive_extra),
                        (m.io_bytes + m.naive_extra) / (m.io_bytes + m.braid_extra));
   out +=
       "naive = B*H*S*S*(2 + 4) bytes (bf16 scores, fp32 softmax); braid stores no score matrix "
@@ -432,10 +430,8 @@ std::string memory_table(const std::vector<MemoryRow>& rows) {
   return out;
 }
 
-void write_json(const bench::Report& run, const std::vector<Validation>& vals,
-                const std::vector<MemoryRow>& mem, const std::string& path) {
-  // The standard run (report_from_json reads it back) plus two sections of this bench.
-  nlohmann::json j = bench::to_json(run);
+// This suite's own sections of the JSON (beside the standard run, which report_from_json reads).
+nlohmann::json json_sections(const std::vector<Validation>& vals, const std::vector<MemoryRow>& mem) {
   nlohmann::json v = nlohmann::json::array();
   for (const Validation& x : vals)
     v.push_back({{"params", x.params},
@@ -452,7 +448,6 @@ void write_json(const bench::Report& run, const std::vector<Validation>& vals,
                  {"nonfinite_out", x.nonfinite_out},
                  {"nonfinite_lse", x.nonfinite_lse},
                  {"ok", x.ok}});
-  j["validation"] = v;
   nlohmann::json m = nlohmann::json::array();
   for (const MemoryRow& x : mem)
     m.push_back({{"batch", 1},
@@ -463,32 +458,22 @@ void write_json(const bench::Report& run, const std::vector<Validation>& vals,
                  {"braid_extra_bytes_computed", x.braid_extra},
                  {"braid_allocator_growth_bytes_measured", x.allocator_growth},
                  {"naive_extra_bytes_computed", x.naive_extra}});
-  j["memory"] = m;
-  std::ofstream f(path);
-  if (!f) throw Error(ErrorKind::io, "bench attention: cannot open '" + path + "' for writing");
-  f << j.dump(2) << "\n";
-  f.close();
-  if (!f) throw Error(ErrorKind::io, "bench attention: writing '" + path + "' failed");
+  return {{"validation", v}, {"memory", m}};
 }
 
-int run_attention_bench(const AttentionArgs& args) {
+SuiteResult run_attention_bench(const AttentionArgs& args) {
   std::string reason;
-  const auto info = bench::query_device(0, &reason);
-  if (!info) {
-    fmt::print(stderr, "{}: {}\n", kCmd, reason);
-    return 2;
-  }
+  const auto info = query_device(0, &reason);
+  if (!info) return not_measured(fmt::format("{}: {}", kCmd, reason));
   const Device dev = Device::cuda(0);
   const std::string suite = std::string("attention") + (args.quick ? " (quick)" : "") +
                             (args.sweep ? " sweep" : "") + (args.gqa ? " gqa" : "");
-  bench::Report run = bench::start_report(suite, *info);
-  auto add = [&](bench::ResultRow r) { bench::record_row(run, std::move(r)); };
+  Report run = start_report(suite, *info);
+  auto add = [&](ResultRow r) { record_row(run, std::move(r)); };
   fmt::print(stderr, "{}{}{}{}: measuring...\n", kCmd, args.quick ? " --quick" : "",
              args.sweep ? " --sweep" : "", args.gqa ? " --gqa" : "");
   // Ceilings first: each attention row's roofline class needs them.
-  bench::measure_copy_ceiling(args.quick, 0, add);
-  bench::measure_gemm_ceiling(args.quick, 0, add);
-  run.ceilings = bench::ceilings_from_rows(run.rows);
+  run.ceilings = measure_ceilings(args.quick, 0, true, false, add);
 
   const std::vector<Case> cases = bench_cases(args);
   std::vector<Validation> vals;
@@ -498,48 +483,33 @@ int run_attention_bench(const AttentionArgs& args) {
   }
   const std::vector<MemoryRow> mem = measure_memory(dev);
 
-  fmt::print("{}", bench::describe_device(run.device));
-  fmt::print("git {}, {}\n\n", run.git_commit, run.date_utc);
-  fmt::print("{}\n", bench::format_table(run));
-  fmt::print("{}\n", summary(run, cases));
-  fmt::print("{}\n", validation_table(vals));
-  fmt::print("{}\n", memory_table(mem));
-  fmt::print(
-      "FLOPs = 4 * D * B * H * visible score entries (S*S full, S*(S+1)/2 causal); "
-      "bytes = q, k, v read + out written (bf16).\n"
-      "ceilings of this run: copy {:.2f} TB/s, bf16 GEMM {:.1f} TFLOP/s; %cuDNN / %FA2 = "
-      "ANCHORS.md H100 time / this time (another day, another card unless it says H100).\n",
-      run.ceilings.copy_gbps / 1000, run.ceilings.gemm_tflops);
-  if (!args.json_path.empty()) {
-    write_json(run, vals, mem, args.json_path);
-    fmt::print("wrote {}\n", args.json_path);
-  }
-  write_table_outputs(run, args.tables);
+  SuiteResult r = report_result(
+      run,
+      fmt::format("{}\n{}\n{}\n", summary(run, cases), validation_table(vals), memory_table(mem)) +
+          fmt::format(
+              "FLOPs = 4 * D * B * H * visible score entries (S*S full, S*(S+1)/2 causal); "
+              "bytes = q, k, v read + out written (bf16).\n"
+              "ceilings of this run: copy {:.2f} TB/s, bf16 GEMM {:.1f} TFLOP/s; %cuDNN / %FA2 = "
+              "ANCHORS.md H100 time / this time (another day, another card unless it says H100).\n",
+              run.ceilings.copy_gbps / 1000, run.ceilings.gemm_tflops),
+      json_sections(vals, mem));
   const auto failed =
       std::count_if(vals.begin(), vals.end(), [](const Validation& v) { return !v.ok; });
-  if (failed > 0) {
-    fmt::print(stderr, "{}: {} of {} cases FAILED validation (see the table)\n", kCmd, failed,
-               vals.size());
-    return 1;
-  }
-  return 0;
+  if (failed > 0)
+    fail(r, fmt::format("{}: {} of {} cases FAILED validation (see the table)", kCmd, failed,
+                        vals.size()));
+  return r;
 }
 
 }  // namespace
 
-void add_bench_attention_command(CLI::App* bench, int& exit_code) {
+SuiteRun attention_command(CLI::App& cmd) {
   auto args = std::make_shared<AttentionArgs>();
-  CLI::App* cmd = bench->add_subcommand(
-      "attention",
-      "FlashAttention forward (attention_prefill, bf16) on ANCHORS.md's shapes, checked against "
-      "fp64, with the copy and GEMM ceilings of the same run");
-  cmd->add_option("--json", args->json_path, "Write the run as JSON to this file");
-  add_table_output_options(cmd, args->tables);
-  cmd->add_flag("--quick", args->quick, "Fewer repetitions, smaller ceiling shapes (smoke test)");
-  cmd->add_flag("--sweep", args->sweep,
+  cmd.add_flag("--quick", args->quick, "Fewer repetitions, smaller ceiling shapes (smoke test)");
+  cmd.add_flag("--sweep", args->sweep,
                 "Also lengths 512..16384 at h=32 d=128, batch 16384/length, causal and full");
-  cmd->add_flag("--gqa", args->gqa, "Also the six shapes with a quarter of the KV heads (GQA 4:1)");
-  set_cuda_callback(cmd, kCmd, exit_code, [args] { return run_attention_bench(*args); });
+  cmd.add_flag("--gqa", args->gqa, "Also the six shapes with a quarter of the KV heads (GQA 4:1)");
+  return [args] { return run_attention_bench(*args); };
 }
 
-}  // namespace braid::cli
+}  // namespace braid::bench

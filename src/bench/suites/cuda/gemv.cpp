@@ -3,6 +3,8 @@
 // measured as the ceiling. bf16 in and out, no bias. Bytes per call = w + a read, out written.
 // Both are timed as CUDA-graph replays (what a decode step does) over rotating input sets that
 // together exceed twice the L2, so w comes from DRAM every time.
+#include "bench/suites/gemv.h"
+
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -12,23 +14,20 @@
 #include <string>
 #include <vector>
 
-#include "bench/harness/ceilings.h"
+#include "bench/harness/cuda/ceilings.h"
 #include "bench/harness/cuda/device.h"
-#include "bench/harness/host_copy.h"
 #include "bench/harness/cuda/kernels.h"
+#include "bench/harness/cuda/timer.h"
+#include "bench/harness/host_copy.h"
 #include "bench/harness/report.h"
-#include "bench/harness/timer.h"
+#include "bench/harness/suite.h"
 #include "braid/buffer.h"
 #include "braid/error.h"
 #include "braid/ops.h"
-#include "commands.h"
-#include "table_outputs.h"
-#if BRAID_WITH_CUDA
 #include "ops/cuda/gemm/gemm_lt.h"
 #include "ops/cuda/gemv/gemv.h"
-#endif
 
-namespace braid::cli {
+namespace braid::bench {
 
 namespace {
 
@@ -79,17 +78,15 @@ double case_bytes(const Case& c) {  // w and a read, out written, all bf16
 }
 
 struct GemvArgs {
-  std::string json_path;
-  TablePaths tables;
   bool quick = false;
   bool sweep = false;
 };
 
 // Graph replays of `batch` calls; batch sized so one sample is ~2 ms (~0.5 ms with --quick).
-bench::TimingConfig timing(const Case& c, bool quick, int sets) {
+TimingConfig timing(const Case& c, bool quick, int sets) {
   const double est_us = std::max(2.0, case_bytes(c) / 2.5e6);  // at ~2.5 TB/s
-  bench::TimingConfig cfg;
-  cfg.mode = bench::TimingMode::graph;
+  TimingConfig cfg;
+  cfg.mode = TimingMode::graph;
   cfg.sets = sets;
   cfg.warmup = 2;
   cfg.reps = quick ? 5 : 20;
@@ -109,8 +106,8 @@ Sets make_sets(const Case& c, int sets, Device dev) {
     s.w.emplace_back(DType::bf16, std::vector<int64_t>{c.p.n, c.p.k}, dev);
     s.out.emplace_back(DType::bf16, std::vector<int64_t>{c.m, c.p.n}, dev);
     s.out_lt.emplace_back(DType::bf16, std::vector<int64_t>{c.m, c.p.n}, dev);
-    bench::fill_uniform(s.a.back(), kSeed + 2 * i, -1.0f, 1.0f, {});
-    bench::fill_uniform(s.w.back(), kSeed + 2 * i + 1, -1.0f, 1.0f, {});
+    fill_uniform(s.a.back(), kSeed + 2 * i, -1.0f, 1.0f, {});
+    fill_uniform(s.w.back(), kSeed + 2 * i + 1, -1.0f, 1.0f, {});
     fill_bytes(s.out.back(), 0xFF);
     fill_bytes(s.out_lt.back(), 0xFF);
   }
@@ -120,11 +117,11 @@ Sets make_sets(const Case& c, int sets, Device dev) {
 // braid's output against cuBLASLt's over every set (rel_l2 = ‖braid − cuBLASLt‖ / ‖cuBLASLt‖).
 // The outputs were poisoned with NaN before timing, so an unwritten element shows up as NaN here
 // and the run stops: a time for a kernel that did not write its output means nothing.
-bench::ErrorSummary disagreement(const Sets& s, const std::string& what) {
-  bench::ErrorAccumulator acc;
+ErrorSummary disagreement(const Sets& s, const std::string& what) {
+  ErrorAccumulator acc;
   for (size_t i = 0; i < s.out.size(); ++i) {
-    const std::vector<float> got = bench::host_floats(s.out[i]);
-    const std::vector<float> ref = bench::host_floats(s.out_lt[i]);
+    const std::vector<float> got = host_floats(s.out[i]);
+    const std::vector<float> ref = host_floats(s.out_lt[i]);
     for (size_t j = 0; j < got.size(); ++j)
       if (!std::isfinite(got[j]) || !std::isfinite(ref[j]))
         throw Error(ErrorKind::internal,
@@ -136,21 +133,20 @@ bench::ErrorSummary disagreement(const Sets& s, const std::string& what) {
   return acc.summary();
 }
 
-bench::ResultRow make_row(const char* name, const Case& c, const bench::TimingConfig& cfg,
-                          const bench::Stats& st, std::string note) {
-  bench::ResultRow r;
+ResultRow make_row(const char* name, const Case& c, const TimingConfig& cfg,
+                          const Stats& st, std::string note) {
+  ResultRow r;
   r.name = name;
   r.params = case_params(c);
-  r.timing = bench::timing_label(cfg) + fmt::format(", {} sets", cfg.sets);
+  r.timing = timing_label(cfg) + fmt::format(", {} sets", cfg.sets);
   r.stats = st;
   r.bytes = case_bytes(c);
   r.flops = 2.0 * double(c.m) * double(c.p.n) * double(c.p.k);
-  r.bound = bench::Bound::memory;
+  r.bound = Bound::memory;
   r.note = std::move(note);
   return r;
 }
 
-#if BRAID_WITH_CUDA
 // Launch shapes to try next to the heuristic's (--sweep): the block's 8 warps as 8 tiles x 1
 // slice of k, 4 x 2, 2 x 4 and 1 x 8, and fewer warps on one tile.
 std::vector<cuda::GemvLaunch> sweep_launches(const cuda::GemvLaunch& chosen) {
@@ -162,13 +158,11 @@ std::vector<cuda::GemvLaunch> sweep_launches(const cuda::GemvLaunch& chosen) {
   }
   return all;
 }
-#endif
 
-void measure_case(const Case& c, const GemvArgs& args, const bench::DeviceInfo& info, Device dev,
-                  const std::function<void(bench::ResultRow)>& add) {
-#if BRAID_WITH_CUDA
-  const int sets = bench::rotating_sets(static_cast<size_t>(case_bytes(c)), info.l2_bytes, 2);
-  const bench::TimingConfig cfg = timing(c, args.quick, sets);
+void measure_case(const Case& c, const GemvArgs& args, const DeviceInfo& info, Device dev,
+                  const std::function<void(ResultRow)>& add) {
+  const int sets = rotating_sets(static_cast<size_t>(case_bytes(c)), info.l2_bytes, 2);
+  const TimingConfig cfg = timing(c, args.quick, sets);
   const Sets s = make_sets(c, sets, dev);
   if (!cuda::gemv_applicable(s.a[0], s.w[0], Tensor{}, s.out[0]))
     throw Error(ErrorKind::internal, "bench gemv: " + case_params(c) + ": GEMV does not apply");
@@ -178,21 +172,21 @@ void measure_case(const Case& c, const GemvArgs& args, const bench::DeviceInfo& 
   // with a shape plans, which must not happen under capture).
   ops::gemm(s.a[0], s.w[0], Tensor{}, s.out[0]);
   cuda::gemm_cublaslt(s.a[0], s.w[0], Tensor{}, s.out_lt[0], {});
-  const bench::Stats braid = bench::time_launches(
+  const Stats braid = time_launches(
       [&](int i, Stream st) { ops::gemm(s.a[i], s.w[i], Tensor{}, s.out[i], st); }, cfg);
-  const bench::Stats lt = bench::time_launches(
+  const Stats lt = time_launches(
       [&](int i, Stream st) { cuda::gemm_cublaslt(s.a[i], s.w[i], Tensor{}, s.out_lt[i], st); },
       cfg);
-  bench::Accuracy accuracy;
+  Accuracy accuracy;
   accuracy.error = disagreement(s, case_params(c));
   accuracy.reference = "cuBLASLt's output (bf16, fp32 accumulation), every set";
-  accuracy.rel_l2_tolerance = bench::rel_l2_tolerance_for(2);
+  accuracy.rel_l2_tolerance = rel_l2_tolerance_for(2);
   const double diff = accuracy.error.rel_l2;
   if (!accuracy.passed())
     throw Error(ErrorKind::internal, fmt::format("bench gemv: {}: GEMV and cuBLASLt disagree "
                                                  "(relative difference {:.3g})",
                                                  case_params(c), diff));
-  bench::ResultRow row = make_row("gemv_braid", c, cfg, braid,
+  ResultRow row = make_row("gemv_braid", c, cfg, braid,
                                   fmt::format("x{:.2f} vs cuBLASLt; {}; diff {:.1e}",
                                               lt.median_us / braid.median_us,
                                               cuda::describe(chosen), diff));
@@ -202,19 +196,16 @@ void measure_case(const Case& c, const GemvArgs& args, const bench::DeviceInfo& 
                cuda::gemm_plan_description(s.a[0], s.w[0], Tensor{}, s.out_lt[0])));
 
   if (!args.sweep) return;
-  bench::TimingConfig sweep_cfg = cfg;
+  TimingConfig sweep_cfg = cfg;
   sweep_cfg.reps = 10;
   sweep_cfg.batch = std::max(3, cfg.batch / 2);
   for (const cuda::GemvLaunch& l : sweep_launches(chosen)) {
-    const bench::Stats st = bench::time_launches(
+    const Stats st = time_launches(
         [&](int i, Stream str) { cuda::gemv(s.a[i], s.w[i], Tensor{}, s.out[i], l, str); },
         sweep_cfg);
     add(make_row("gemv_sweep", c, sweep_cfg, st, cuda::describe(l)));
   }
   disagreement(s, case_params(c) + " (sweep)");
-#else
-  (void)c, (void)args, (void)info, (void)dev, (void)add;
-#endif
 }
 
 // The fused decode ops (ops.h, "Fused decode ops") against the primitive ops they replace, on
@@ -223,8 +214,8 @@ void measure_case(const Case& c, const GemvArgs& args, const bench::DeviceInfo& 
 // Qwen2.5-0.5B and Llama-3.2-1B against rms_norm + gemm to f32 logits + argmax. Same timing as the GEMV rows (graph replays over rotating
 // sets); bytes = the fused op's (w, the activations, the residual read and written), so both rows
 // of a pair have the same byte count and their GB/s compare directly.
-void measure_fused(bool quick, const bench::DeviceInfo& info, Device dev,
-                   const std::function<void(bench::ResultRow)>& add) {
+void measure_fused(bool quick, const DeviceInfo& info, Device dev,
+                   const std::function<void(ResultRow)>& add) {
   struct FusedCase {
     const char* op;
     Projection p;
@@ -242,8 +233,8 @@ void measure_fused(bool quick, const bench::DeviceInfo& info, Device dev,
     const bool head = std::string(f.op) == "rms_norm_gemm_argmax";  // reads w and x only
     const double bytes = 2.0 * (double(c.p.n) * double(c.p.k) + double(f.act_cols) +
                                 (head ? 0.0 : 2.0 * double(c.p.n)));
-    const int sets = bench::rotating_sets(static_cast<size_t>(bytes), info.l2_bytes, 2);
-    const bench::TimingConfig cfg = timing(c, quick, sets);
+    const int sets = rotating_sets(static_cast<size_t>(bytes), info.l2_bytes, 2);
+    const TimingConfig cfg = timing(c, quick, sets);
     std::vector<OwnedTensor> x, w, nw, res, act, scratch, logits, ids;
     for (int i = 0; i < sets; ++i) {
       x.emplace_back(DType::bf16, std::vector<int64_t>{1, f.act_cols}, dev);
@@ -257,13 +248,13 @@ void measure_fused(bool quick, const bench::DeviceInfo& info, Device dev,
         ids.emplace_back(DType::i32, std::vector<int64_t>{1}, dev);
       }
       const float a = 2.0f / std::sqrt(float(c.p.k));
-      bench::fill_uniform(x.back(), kSeed + 3 * i, -1.0f, 1.0f, {});
-      bench::fill_uniform(w.back(), kSeed + 3 * i + 1, -a, a, {});
-      bench::fill_uniform(nw.back(), kSeed + 3 * i + 2, 0.5f, 1.5f, {});
-      bench::fill_uniform(res.back(), kSeed + 3 * i + 2, -1.0f, 1.0f, {});
+      fill_uniform(x.back(), kSeed + 3 * i, -1.0f, 1.0f, {});
+      fill_uniform(w.back(), kSeed + 3 * i + 1, -a, a, {});
+      fill_uniform(nw.back(), kSeed + 3 * i + 2, 0.5f, 1.5f, {});
+      fill_uniform(res.back(), kSeed + 3 * i + 2, -1.0f, 1.0f, {});
     }
     const std::string op = f.op;
-    bench::LaunchFn fused, unfused;
+    LaunchFn fused, unfused;
     if (op == "rms_norm_gemm") {  // res holds qkv's output here
       fused = [&](int i, Stream s) {
         ops::rms_norm_gemm(x[i], nw[i], 1e-5f, w[i], Tensor{}, res[i], act[i], s);
@@ -296,11 +287,11 @@ void measure_fused(bool quick, const bench::DeviceInfo& info, Device dev,
     }
     fused(0, {});  // the checks, outside the graph
     unfused(0, {});
-    const bench::Stats fs = bench::time_launches(fused, cfg);
-    const bench::Stats us = bench::time_launches(unfused, cfg);
-    bench::ResultRow fr = make_row("fused_braid", c, cfg, fs,
+    const Stats fs = time_launches(fused, cfg);
+    const Stats us = time_launches(unfused, cfg);
+    ResultRow fr = make_row("fused_braid", c, cfg, fs,
                                    fmt::format("{}: x{:.2f} vs unfused", op, us.median_us / fs.median_us));
-    bench::ResultRow ur = make_row("unfused_braid", c, cfg, us,
+    ResultRow ur = make_row("unfused_braid", c, cfg, us,
                                    op + (head ? ": rms_norm_gemm to f32 logits, then argmax"
                                               : ": primitive ops in sequence"));
     fr.bytes = ur.bytes = bytes;
@@ -310,45 +301,42 @@ void measure_fused(bool quick, const bench::DeviceInfo& info, Device dev,
 }
 
 // One line per case: both times, rates, % of the copy ceiling and the speed-up.
-std::string summary(const bench::Report& run) {
-  auto find = [&](const std::string& name, const std::string& params) -> const bench::ResultRow* {
+std::string summary(const Report& run) {
+  auto find = [&](const std::string& name, const std::string& params) -> const ResultRow* {
     for (const auto& r : run.rows)
       if (r.name == name && r.params == params) return &r;
     return nullptr;
   };
-  auto pct = [&](const bench::ResultRow& r) {
-    const auto p = bench::percent_of_ceiling(r, run.ceilings);
+  auto pct = [&](const ResultRow& r) {
+    const auto p = percent_of_ceiling(r, run.ceilings);
     return p ? fmt::format("{:.0f}%", *p) : std::string("-");
   };
   std::string out = fmt::format("{:<32} {:>9} {:>8} {:>6} {:>9} {:>8} {:>6} {:>8}\n", "case",
                                 "braid us", "GB/s", "%copy", "cuBLASLt", "GB/s", "%copy",
                                 "speed-up");
   for (const Case& c : bench_cases()) {
-    const bench::ResultRow* b = find("gemv_braid", case_params(c));
-    const bench::ResultRow* l = find("gemv_cublaslt", case_params(c));
+    const ResultRow* b = find("gemv_braid", case_params(c));
+    const ResultRow* l = find("gemv_cublaslt", case_params(c));
     if (!b || !l) continue;
     out += fmt::format("{:<32} {:>9} {:>8.0f} {:>6} {:>9} {:>8.0f} {:>6} {:>7.2f}x\n",
-                       case_params(c), bench::format_us(b->stats.median_us),
-                       bench::achieved_gbps(*b).value_or(0), pct(*b),
-                       bench::format_us(l->stats.median_us), bench::achieved_gbps(*l).value_or(0),
+                       case_params(c), format_us(b->stats.median_us),
+                       achieved_gbps(*b).value_or(0), pct(*b),
+                       format_us(l->stats.median_us), achieved_gbps(*l).value_or(0),
                        pct(*l), l->stats.median_us / b->stats.median_us);
   }
   return out;
 }
 
-int run_gemv_bench(const GemvArgs& args) {
+SuiteResult run_gemv_bench(const GemvArgs& args) {
   std::string reason;
-  const auto info = bench::query_device(0, &reason);
-  if (!info) {
-    fmt::print(stderr, "braidinfer bench gemv: {}\n", reason);
-    return 2;
-  }
+  const auto info = query_device(0, &reason);
+  if (!info) return not_measured("braidinfer bench gemv: " + reason);
   const Device dev = Device::cuda(0);
-  bench::Report run = bench::start_report(args.quick ? "gemv (quick)" : "gemv", *info);
-  auto add = [&](bench::ResultRow r) { bench::record_row(run, std::move(r)); };
+  Report run = start_report(args.quick ? "gemv (quick)" : "gemv", *info);
+  auto add = [&](ResultRow r) { record_row(run, std::move(r)); };
   fmt::print(stderr, "braidinfer bench gemv{}{}: measuring...\n", args.quick ? " --quick" : "",
              args.sweep ? " --sweep" : "");
-  bench::measure_copy_ceiling(args.quick, 0, add);
+  run.ceilings = measure_ceilings(args.quick, 0, false, false, add);
   cuda_allocator::empty_cache();
   for (const Case& c : bench_cases()) {
     measure_case(c, args, *info, dev, add);
@@ -356,35 +344,21 @@ int run_gemv_bench(const GemvArgs& args) {
   }
   measure_fused(args.quick, *info, dev, add);
   cuda_allocator::empty_cache();
-  run.ceilings = bench::ceilings_from_rows(run.rows);
 
-  fmt::print("{}", bench::describe_device(run.device));
-  fmt::print("git {}, {}\n\n", run.git_commit, run.date_utc);
-  fmt::print("{}\n", bench::format_table(run));
-  fmt::print("{}\n", summary(run));
-  fmt::print("bytes = w + a read + out written (bf16); % = of the copy ceiling, {:.2f} TB/s; "
-             "times are CUDA-graph replays (launch gaps included)\n",
-             run.ceilings.copy_gbps / 1000);
-  if (!args.json_path.empty()) {
-    bench::write_json(run, args.json_path);
-    fmt::print("wrote {}\n", args.json_path);
-  }
-  write_table_outputs(run, args.tables);
-  return 0;
+  return report_result(
+      run, summary(run) + "\n" +
+               fmt::format("bytes = w + a read + out written (bf16); % = of the copy ceiling, "
+                           "{:.2f} TB/s; times are CUDA-graph replays (launch gaps included)\n",
+                           run.ceilings.copy_gbps / 1000));
 }
 
 }  // namespace
 
-void add_bench_gemv_command(CLI::App* bench, int& exit_code) {
+SuiteRun gemv_command(CLI::App& cmd) {
   auto args = std::make_shared<GemvArgs>();
-  CLI::App* cmd = bench->add_subcommand(
-      "gemv", "GEMV (m <= 16) against cuBLASLt on the projections of Qwen2.5-0.5B, "
-              "Llama-3.2-1B and Llama-2-7B");
-  cmd->add_option("--json", args->json_path, "Write the run as JSON to this file");
-  add_table_output_options(cmd, args->tables);
-  cmd->add_flag("--quick", args->quick, "Fewer repetitions (smoke test)");
-  cmd->add_flag("--sweep", args->sweep, "Also time other launch shapes of the kernel (tuning)");
-  set_cuda_callback(cmd, "braidinfer bench gemv", exit_code, [args] { return run_gemv_bench(*args); });
+  cmd.add_flag("--quick", args->quick, "Fewer repetitions (smoke test)");
+  cmd.add_flag("--sweep", args->sweep, "Also time other launch shapes of the kernel (tuning)");
+  return [args] { return run_gemv_bench(*args); };
 }
 
-}  // namespace braid::cli
+}  // namespace braid::bench
