@@ -38,8 +38,9 @@ SuiteResult not_measured(std::string message);
 // Marks `r` failed: exit code 1 and `message` on stderr after everything is printed and written.
 void fail(SuiteResult& r, std::string message);
 
-// A suite's command line: adds the suite's own options to `cmd` (bound to values it keeps) and
-// returns what runs the suite on them once the line is parsed.
+// A suite's command line: adds the suite's own options to `cmd` and returns what runs the suite
+// on them once the line is parsed. The returned run owns the values the options write: it must
+// outlive every parse of `cmd`.
 using SuiteRun = std::function<SuiteResult()>;
 using SuiteCommand = SuiteRun (*)(CLI::App& cmd);
 
