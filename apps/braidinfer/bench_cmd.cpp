@@ -14,7 +14,8 @@ void add_bench_commands(CLI::App& app, int& exit_code) {
   bench->require_subcommand(0, 1);
   auto list = std::make_shared<bool>(false);
   bench->add_flag("--list", *list,
-                  "List the suites: where each runs, what `bench all` runs of it, what it measures");
+                  "List the suites: where each runs, what `bench all` runs of it, and what it "
+                  "measures");
   for (const bench::Suite& s : bench::suites()) bench::add_suite_command(*bench, s, exit_code);
 
   auto all = std::make_shared<bench::AllOptions>();

@@ -61,6 +61,11 @@ void fail(SuiteResult& r, std::string message) {
   r.message = std::move(message);
 }
 
+void fail_if(SuiteResult& r, const std::string& command, size_t failed, size_t total,
+             const std::string& what) {
+  if (failed > 0) fail(r, fmt::format("{}: {} of {} {}", command, failed, total, what));
+}
+
 CLI::App* add_suite_command(CLI::App& bench, const Suite& suite, int& exit_code) {
   CLI::App* cmd = bench.add_subcommand(suite.name, suite.summary);
   if (!suite.command) {

@@ -37,6 +37,9 @@ SuiteResult report_result(const Report& run, const std::string& below_table,
 SuiteResult not_measured(std::string message);
 // Marks `r` failed: exit code 1 and `message` on stderr after everything is printed and written.
 void fail(SuiteResult& r, std::string message);
+// fail(r, "COMMAND: FAILED of TOTAL WHAT") when `failed` > 0.
+void fail_if(SuiteResult& r, const std::string& command, size_t failed, size_t total,
+             const std::string& what);
 
 // A suite's command line: adds the suite's own options to `cmd` and returns what runs the suite
 // on them once the line is parsed. The returned run owns the values the options write: it must

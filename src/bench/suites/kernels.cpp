@@ -595,7 +595,8 @@ SuiteRun kernels_command(CLI::App& cmd) {
     }
     const auto run_suite = BRAID_CUDA_ONLY(run_kernel_suite);
     if (!run_suite)
-      return not_measured(fmt::format("{}: this build has no CUDA support (--list works without it)", kCmd));
+      return not_measured(
+          fmt::format("{}: this build has no CUDA support (--list works without it)", kCmd));
     if (!cuda_available())
       return not_measured(
           fmt::format("{}: no CUDA device is visible (nothing to measure; --list works)", kCmd));

@@ -91,8 +91,8 @@ std::string suite_list() {
                                                      : "GPU";
     std::vector<std::string> runs;
     for (const AllRun& r : s.all) runs.push_back(r.group + ": " + r.file);
-    out += fmt::format("{:<17} {:<22} {}\n{:<17} {}\n", s.name, where,
-                       runs.empty() ? "-" : fmt::format("{}", fmt::join(runs, ", ")), "", s.summary);
+    const std::string all = runs.empty() ? "-" : fmt::format("{}", fmt::join(runs, ", "));
+    out += fmt::format("{:<17} {:<22} {}\n{:<17} {}\n", s.name, where, all, "", s.summary);
   }
   return out;
 }

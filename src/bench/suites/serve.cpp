@@ -29,27 +29,21 @@ constexpr const char* kCmd = "braidinfer bench serve";
 // tiny-fortunes model, and common tokens of every larger one.
 constexpr int kDefaultVocabSize = 4096;
 
+// The options: most of them are the run's parameters as the report states them.
 struct ServeArgs {
-  std::string base_url = "http://127.0.0.1:8000";
-  std::string endpoint = "/v1/completions";
-  std::string model;
+  serve::ServeParameters params = defaults();
   std::string api_key;
-  std::string dataset = "random";
-  int input_len = 1024;
-  int output_len = 128;
-  double range_ratio = 0;
-  int num_prompts = 1000;
   std::string request_rate = "inf";
-  double burstiness = 1;
-  int max_concurrency = 0;
-  uint64_t seed = 0;
   int vocab_size = 0;  // 0: the tokenizer's, else kDefaultVocabSize
-  std::string tokenizer;
-  bool ignore_eos = true;
-  double temperature = 0;
-  double timeout_s = 3600;
   std::vector<double> percentiles{90, 99};
   bool test_request = true;
+
+  static serve::ServeParameters defaults() {
+    serve::ServeParameters p;
+    p.base_url = "http://127.0.0.1:8000", p.endpoint = "/v1/completions";
+    p.num_prompts = 1000, p.input_len = 1024, p.output_len = 128, p.timeout_s = 3600;
+    return p;
+  }
 };
 
 double parse_rate(const std::string& s) {
@@ -86,46 +80,47 @@ const char* form_name(serve::PromptForm f) {
 }
 
 SuiteResult run_serve(const ServeArgs& a) {
-  if (a.dataset != "random")
+  const serve::ServeParameters& o = a.params;
+  if (o.dataset != "random")
     throw Error(ErrorKind::invalid_argument,
                 fmt::format("{}: --dataset: only 'random' is supported, got '{}'", kCmd,
-                            a.dataset));
-  if (a.endpoint.empty() || a.endpoint.front() != '/')
+                            o.dataset));
+  if (o.endpoint.empty() || o.endpoint.front() != '/')
     throw Error(ErrorKind::invalid_argument,
                 fmt::format("{}: --endpoint: expected a path starting with '/', got '{}'", kCmd,
-                            a.endpoint));
-  if (a.num_prompts < 1)
+                            o.endpoint));
+  if (o.num_prompts < 1)
     throw Error(ErrorKind::invalid_argument,
-                fmt::format("{}: --num-prompts: expected >= 1, got {}", kCmd, a.num_prompts));
+                fmt::format("{}: --num-prompts: expected >= 1, got {}", kCmd, o.num_prompts));
   const double rate = parse_rate(a.request_rate);
-  const serve::Api api = api_of(a.endpoint);
+  const serve::Api api = api_of(o.endpoint);
   serve::describe({}, a.percentiles);  // a bad percentile fails now, not after the whole run
 
-  const serve::ClientOptions client_opts{a.base_url, a.api_key, a.timeout_s};
+  const serve::ClientOptions client_opts{o.base_url, a.api_key, o.timeout_s};
   // Closed before the run, so its idle connection holds nothing of the server's.
   auto client = std::make_unique<serve::ServeClient>(client_opts);
-  std::string model = a.model;
+  std::string model = o.model;
   if (model.empty()) {
     model = client->first_model_id();
-    fmt::print(stderr, "{}: model '{}' (the first of {}/v1/models)\n", kCmd, model, a.base_url);
+    fmt::print(stderr, "{}: model '{}' (the first of {}/v1/models)\n", kCmd, model, o.base_url);
   }
 
   std::optional<tokenizer::Tokenizer> tok;
-  if (!a.tokenizer.empty()) tok = tokenizer::Tokenizer::from_dir(a.tokenizer);
+  if (!o.tokenizer.empty()) tok = tokenizer::Tokenizer::from_dir(o.tokenizer);
   serve::RandomDatasetOptions ds;
   // One prompt more than the run sends: the test request's, so it warms no prefix cache for a
   // prompt of the run.
-  ds.num_prompts = a.num_prompts + 1;
-  ds.input_len = a.input_len;
-  ds.output_len = a.output_len;
-  ds.range_ratio = a.range_ratio;
-  ds.seed = a.seed;
+  ds.num_prompts = o.num_prompts + 1;
+  ds.input_len = o.input_len;
+  ds.output_len = o.output_len;
+  ds.range_ratio = o.range_ratio;
+  ds.seed = o.seed;
   ds.vocab_size = a.vocab_size > 0 ? a.vocab_size : tok ? tok->vocab_size() : kDefaultVocabSize;
   ds.form = tok ? serve::PromptForm::tokenizer_text
             : api == serve::Api::chat ? serve::PromptForm::random_words
                                       : serve::PromptForm::token_ids;
   const std::vector<serve::Prompt> prompts = serve::random_dataset(ds, tok ? &*tok : nullptr);
-  const serve::SamplingOptions sampling{a.temperature, a.ignore_eos};
+  const serve::SamplingOptions sampling{o.temperature, o.ignore_eos};
   std::vector<serve::LoadRequest> requests;
   requests.reserve(prompts.size());
   for (const serve::Prompt& p : prompts)
@@ -138,10 +133,10 @@ SuiteResult run_serve(const ServeArgs& a) {
     // a second with the server's reason instead of N times.
     fmt::print(stderr, "{}: test request...\n", kCmd);
     const serve::RequestResult r =
-        client->stream(a.endpoint, test.body, test.prompt_len, serve::ServeClient::Clock::now());
+        client->stream(o.endpoint, test.body, test.prompt_len, serve::ServeClient::Clock::now());
     if (!r.ok) {
       SuiteResult failed = not_measured(fmt::format("{}: the test request to {}{} failed: {}",
-                                                    kCmd, a.base_url, a.endpoint, r.error));
+                                                    kCmd, o.base_url, o.endpoint, r.error));
       failed.exit_code = 1;
       return failed;
     }
@@ -150,48 +145,35 @@ SuiteResult run_serve(const ServeArgs& a) {
 
   serve::LoadOptions load;
   load.client = client_opts;
-  load.path = a.endpoint;
+  load.path = o.endpoint;
   load.request_rate = rate;
-  load.burstiness = a.burstiness;
-  load.max_concurrency = a.max_concurrency;
-  load.seed = a.seed;
-  const int step = std::max(1, a.num_prompts / 10);
+  load.burstiness = o.burstiness;
+  load.max_concurrency = o.max_concurrency;
+  load.seed = o.seed;
+  const int step = std::max(1, o.num_prompts / 10);
   load.on_progress = [step](int finished, int failed, int total) {
     if (finished % step == 0 || finished == total)
       fmt::print(stderr, "  {}/{} requests finished ({} failed)\n", finished, total, failed);
   };
-  fmt::print(stderr, "{}: {} requests, rate {}, max concurrency {}...\n", kCmd, a.num_prompts,
-             a.request_rate, a.max_concurrency > 0 ? std::to_string(a.max_concurrency) : "none");
+  fmt::print(stderr, "{}: {} requests, rate {}, max concurrency {}...\n", kCmd, o.num_prompts,
+             a.request_rate, o.max_concurrency > 0 ? std::to_string(o.max_concurrency) : "none");
   const serve::LoadRun run = serve::run_load(load, requests);
 
   serve::ServeReport report;
   report.git_commit = git_commit();
   report.date_utc = utc_now();
+  report.params = o;
   serve::ServeParameters& p = report.params;
-  p.base_url = a.base_url;
-  p.endpoint = a.endpoint;
   p.model = model;
-  p.dataset = a.dataset;
   p.prompt_form = form_name(ds.form);
-  p.num_prompts = a.num_prompts;
-  p.input_len = a.input_len;
-  p.output_len = a.output_len;
-  p.range_ratio = a.range_ratio;
   p.vocab_size = ds.form == serve::PromptForm::random_words ? 0 : ds.vocab_size;
-  p.tokenizer = a.tokenizer;
   p.request_rate = rate;
-  p.burstiness = a.burstiness;
-  p.max_concurrency = a.max_concurrency;
   p.workers = run.workers;
-  p.seed = a.seed;
-  p.temperature = a.temperature;
-  p.ignore_eos = a.ignore_eos;
-  p.timeout_s = a.timeout_s;
   report.metrics = serve::compute_metrics(run.results, run.duration_s, a.percentiles);
 
   SuiteResult result;
   result.text = serve::serve_table(report);
-  if (a.max_concurrency == 0 && a.num_prompts > serve::kMaxWorkers)
+  if (o.max_concurrency == 0 && o.num_prompts > serve::kMaxWorkers)
     result.text += fmt::format("(at most {} requests were in flight: the client's thread limit)\n",
                                serve::kMaxWorkers);
   result.json = serve::serve_json(report);
@@ -205,44 +187,47 @@ SuiteResult run_serve(const ServeArgs& a) {
 
 SuiteRun serve_command(CLI::App& cmd) {
   auto a = std::make_shared<ServeArgs>();
-  cmd.add_option("--base-url", a->base_url, "Server: http://HOST:PORT[/PREFIX]")
+  cmd.add_option("--base-url", a->params.base_url, "Server: http://HOST:PORT[/PREFIX]")
       ->capture_default_str();
-  cmd.add_option("--endpoint", a->endpoint,
+  cmd.add_option("--endpoint", a->params.endpoint,
                   "/v1/completions or /v1/chat/completions (a path ending in chat/completions "
                   "is sent chat messages)")
       ->capture_default_str();
-  cmd.add_option("--model", a->model, "Model name to send (default: the first of /v1/models)");
+  cmd.add_option("--model", a->params.model,
+                 "Model name to send (default: the first of /v1/models)");
   cmd.add_option("--api-key", a->api_key, "Sent as 'Authorization: Bearer KEY'");
-  cmd.add_option("--dataset", a->dataset, "Prompt source (random)")->capture_default_str();
-  cmd.add_option("--input-len", a->input_len, "Prompt tokens")->capture_default_str();
-  cmd.add_option("--output-len", a->output_len, "max_tokens of each request")
+  cmd.add_option("--dataset", a->params.dataset, "Prompt source (random)")
       ->capture_default_str();
-  cmd.add_option("--range-ratio", a->range_ratio,
+  cmd.add_option("--input-len", a->params.input_len, "Prompt tokens")->capture_default_str();
+  cmd.add_option("--output-len", a->params.output_len, "max_tokens of each request")
+      ->capture_default_str();
+  cmd.add_option("--range-ratio", a->params.range_ratio,
                   "Lengths uniform in [L(1-R), L(1+R)], 0 <= R < 1")
       ->capture_default_str();
-  cmd.add_option("--num-prompts", a->num_prompts, "Requests to send")->capture_default_str();
+  cmd.add_option("--num-prompts", a->params.num_prompts, "Requests to send")
+      ->capture_default_str();
   cmd.add_option("--request-rate", a->request_rate,
                   "Requests/s with Poisson arrivals, or inf: all at once")
       ->capture_default_str();
-  cmd.add_option("--burstiness", a->burstiness,
+  cmd.add_option("--burstiness", a->params.burstiness,
                   "Gamma shape of the arrival gaps (1: Poisson; < 1 burstier, > 1 more even)")
       ->capture_default_str();
-  cmd.add_option("--max-concurrency", a->max_concurrency,
+  cmd.add_option("--max-concurrency", a->params.max_concurrency,
                   "Requests in flight at most (0: no limit but the client's 1024 threads)")
       ->capture_default_str();
-  cmd.add_option("--seed", a->seed, "Seed of the prompts and the arrival times")
+  cmd.add_option("--seed", a->params.seed, "Seed of the prompts and the arrival times")
       ->capture_default_str();
   cmd.add_option("--vocab-size", a->vocab_size,
                   "Prompt ids are drawn from [V/10, V) (default: the tokenizer's vocabulary, "
                   "else 4096)");
-  cmd.add_option("--tokenizer", a->tokenizer,
+  cmd.add_option("--tokenizer", a->params.tokenizer,
                   "Folder with tokenizer.json: prompts are the random ids decoded to text "
                   "(without it, completions get id arrays and chat gets random English words)");
-  cmd.add_flag("--ignore-eos,!--no-ignore-eos", a->ignore_eos,
+  cmd.add_flag("--ignore-eos,!--no-ignore-eos", a->params.ignore_eos,
                 "Ask the server to generate max_tokens regardless of end-of-text (default on)");
-  cmd.add_option("--temperature", a->temperature, "Sampling temperature (0: greedy)")
+  cmd.add_option("--temperature", a->params.temperature, "Sampling temperature (0: greedy)")
       ->capture_default_str();
-  cmd.add_option("--timeout-s", a->timeout_s,
+  cmd.add_option("--timeout-s", a->params.timeout_s,
                   "A request fails after this many seconds (or this long without data)")
       ->capture_default_str();
   cmd.add_option("--percentiles", a->percentiles, "Latency percentiles to report, comma-separated")

@@ -184,19 +184,8 @@ void measure_fp8_gemm_rows(const CeilingsPlan& plan, const DeviceInfo& info, Dev
 }
 
 void measure_launch_costs(const CeilingsPlan& plan, Device dev, const AddRow& add) {
-  OwnedTensor in(DType::i32, {1}, dev), out(DType::i32, {1}, dev);
-  fill_bytes(in, 0x01);  // in[0] = 0x01010101
-  fill_bytes(out, 0xFF);
-  struct Probe {
-    const char* name;
-    LaunchFn fn;
-  };
-  const Probe probes[] = {
-      {"empty_kernel", [](int, Stream s) { launch_empty_kernel(s); }},
-      {"minimal_rw_kernel",
-       [&](int, Stream s) { launch_minimal_rw_kernel(in.view().ptr<int>(), out.view().ptr<int>(), s); }},
-  };
-  for (const Probe& p : probes) {
+  const LaunchProbes probes(dev);
+  for (const LaunchProbes::Probe& p : probes.probes()) {
     const bool empty = std::strcmp(p.name, "empty_kernel") == 0;
     const struct {
       const TimingConfig* cfg;
@@ -207,19 +196,32 @@ void measure_launch_costs(const CeilingsPlan& plan, Device dev, const AddRow& ad
         {&plan.launch_graph, "H100 tiny kernel in a graph: 1.0 us"},
     };
     for (const auto& m : modes) {
-      const Stats st = time_launches(p.fn, *m.cfg);
+      const Stats st = time_launches(p.launch, *m.cfg);
       add({p.name, "<<<1, 1>>>", timing_label(*m.cfg), st, 0, 0, Bound::none, m.note});
     }
   }
-  int got = 0;
-  BRAID_CUDA_CHECK(cudaMemcpy(&got, out.data(), sizeof got, cudaMemcpyDeviceToHost));
-  if (got != 0x01010101 + 1)
-    throw Error(ErrorKind::internal,
-                fmt::format("bench ceilings: minimal_rw_kernel wrote {}, expected {}", got,
-                            0x01010101 + 1));
+  probes.check("bench ceilings");
 }
 
 }  // namespace
+
+LaunchProbes::LaunchProbes(Device dev)
+    : in_(DType::i32, {1}, dev), out_(DType::i32, {1}, dev) {
+  fill_bytes(in_, 0x01);  // in[0] = 0x01010101
+  fill_bytes(out_, 0xFF);
+  probes_ = {{"empty_kernel", [](int, Stream s) { launch_empty_kernel(s); }},
+             {"minimal_rw_kernel", [this](int, Stream s) {
+                launch_minimal_rw_kernel(in_.view().ptr<int>(), out_.view().ptr<int>(), s);
+              }}};
+}
+
+void LaunchProbes::check(const std::string& what) const {
+  int got = 0;
+  BRAID_CUDA_CHECK(cudaMemcpy(&got, out_.data(), sizeof got, cudaMemcpyDeviceToHost));
+  if (got != 0x01010101 + 1)
+    throw Error(ErrorKind::internal, fmt::format("{}: minimal_rw_kernel wrote {}, expected {}",
+                                                 what, got, 0x01010101 + 1));
+}
 
 void measure_copy_ceiling(bool quick, int device, const std::function<void(ResultRow)>& add) {
   measure_copies(ceilings_plan(quick), Device::cuda(device), add);

@@ -2,8 +2,11 @@
 #pragma once
 
 #include <functional>
+#include <string>
+#include <vector>
 
 #include "bench/harness/ceilings.h"
+#include "braid/buffer.h"
 
 namespace braid::bench {
 
@@ -28,6 +31,28 @@ void measure_fp8_gemm_ceiling(bool quick, int device, const std::function<void(R
 // ceiling, with fp8 the fp8 GEMM ceiling too. Returns ceilings_from_rows of those rows.
 Ceilings measure_ceilings(bool quick, int device, bool gemm, bool fp8,
                           const std::function<void(ResultRow)>& add);
+
+// The fixed cost of any kernel (seed 000): an empty kernel and a one-thread read-write kernel
+// (out[0] = in[0] + 1), both <<<1, 1>>>, on device `dev`, and the check that the read-write one
+// did its one read and write (else its time means nothing). Not copyable: the probes point into
+// it.
+class LaunchProbes {
+ public:
+  struct Probe {
+    const char* name;  // "empty_kernel", "minimal_rw_kernel"
+    LaunchFn launch;
+  };
+  explicit LaunchProbes(Device dev);
+  LaunchProbes(const LaunchProbes&) = delete;
+  LaunchProbes& operator=(const LaunchProbes&) = delete;
+  const std::vector<Probe>& probes() const { return probes_; }
+  // Throws braid::Error (internal) "WHAT: minimal_rw_kernel wrote X, expected Y".
+  void check(const std::string& what) const;
+
+ private:
+  OwnedTensor in_, out_;
+  std::vector<Probe> probes_;
+};
 
 // Measures everything in the plan on CUDA device `options.device` and returns the run, with
 // device info, ceilings and provenance filled in. Throws braid::Error (unsupported) without a

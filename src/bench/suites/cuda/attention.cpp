@@ -495,9 +495,7 @@ SuiteResult run_attention_bench(const AttentionArgs& args) {
       json_sections(vals, mem));
   const auto failed =
       std::count_if(vals.begin(), vals.end(), [](const Validation& v) { return !v.ok; });
-  if (failed > 0)
-    fail(r, fmt::format("{}: {} of {} cases FAILED validation (see the table)", kCmd, failed,
-                        vals.size()));
+  fail_if(r, kCmd, failed, vals.size(), "cases FAILED validation (see the table)");
   return r;
 }
 

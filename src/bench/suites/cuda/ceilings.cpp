@@ -15,7 +15,8 @@ SuiteRun ceilings_command(CLI::App& cmd) {
   cmd.add_option("--device", o->device, "CUDA device index")->capture_default_str();
   return [o] {
     if (!cuda_available())
-      return not_measured("braidinfer bench ceilings: no CUDA device is visible (nothing to measure)");
+      return not_measured(
+          "braidinfer bench ceilings: no CUDA device is visible (nothing to measure)");
     CeilingsOptions opts = *o;
     opts.on_row = [](const ResultRow& r) {
       fmt::print(stderr, "  measured {} {} [{}]: {} us\n", r.name, r.params, r.timing,

@@ -244,8 +244,7 @@ SuiteResult run_moe_bench(const MoeArgs& args) {
   const auto failed = std::count_if(cases.begin(), cases.end(), [](const MoeCase& c) {
     return c.check && !c.check->ok();
   });
-  if (failed > 0)
-    fail(r, fmt::format("{}: {} of {} shapes FAILED the check (see the validation table)", kCmd, failed, cases.size()));
+  fail_if(r, kCmd, failed, cases.size(), "shapes FAILED the check (see the validation table)");
   return r;
 }
 

@@ -314,8 +314,7 @@ SuiteResult run_moe_fp8_bench(const MoeFp8Args& args) {
   const auto failed = std::count_if(cases.begin(), cases.end(), [](const MoeFp8Case& c) {
     return (c.ds_check && !c.ds_check->ok()) || (c.layer_check && !c.layer_check->ok());
   });
-  if (failed > 0)
-    fail(r, fmt::format("{}: {} of {} cases FAILED the check (see the validation table)", kCmd, failed, cases.size()));
+  fail_if(r, kCmd, failed, cases.size(), "cases FAILED the check (see the validation table)");
   return r;
 }
 

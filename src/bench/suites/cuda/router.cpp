@@ -75,34 +75,16 @@ std::vector<Mode> timing_modes(bool quick) {
 
 std::vector<BaselineLine> measure_baselines(const std::vector<Mode>& modes, Device dev,
                                                    const AddRow& add) {
-  OwnedTensor in(DType::i32, {1}, dev), out(DType::i32, {1}, dev);
-  fill_bytes(in, 0x01);  // in[0] = 0x01010101
-  fill_bytes(out, 0xFF);
-  const struct {
-    const char* name;
-    LaunchFn fn;
-  } probes[] = {
-      {"empty_kernel", [](int, Stream s) { launch_empty_kernel(s); }},
-      {"minimal_rw_kernel",
-       [&](int, Stream s) {
-         launch_minimal_rw_kernel(in.view().ptr<int>(), out.view().ptr<int>(), s);
-       }},
-  };
+  const LaunchProbes probes(dev);
   std::vector<BaselineLine> lines;
   for (const Mode& m : modes)
-    for (const auto& p : probes) {
-      const Stats st = time_launches(p.fn, m.cfg);
+    for (const LaunchProbes::Probe& p : probes.probes()) {
+      const Stats st = time_launches(p.launch, m.cfg);
       const std::string label = timing_label(m.cfg);
       add({p.name, "<<<1, 1>>>", label, st, 0, 0, Bound::none, m.name});
       lines.push_back({p.name, m.name, label, st});
     }
-  // The read-write probe must have done its one read and write, or its time means nothing.
-  OwnedTensor host(DType::i32, {1}, Device::cpu());
-  copy(out, host);
-  const int got = host.view().ptr<int>()[0];
-  if (got != 0x01010101 + 1)
-    throw Error(ErrorKind::internal, fmt::format("{}: minimal_rw_kernel wrote {}, expected {}",
-                                                 kCmd, got, 0x01010101 + 1));
+  probes.check(kCmd);
   return lines;
 }
 
@@ -290,9 +272,8 @@ SuiteResult run_router_bench(RouterArgs args) {
                                 {{"router", router_json(baselines, lines)}});
   int failed = 0;
   for (const auto& l : lines) failed += !l.check.ok();
-  if (failed > 0)
-    fail(r, fmt::format("{}: {} of {} measured configurations FAILED the check (see the tables)",
-                        kCmd, failed, lines.size()));
+  fail_if(r, kCmd, failed, lines.size(),
+          "measured configurations FAILED the check (see the tables)");
   return r;
 }
 
