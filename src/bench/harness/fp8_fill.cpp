@@ -103,7 +103,8 @@ void fill_normal(const Tensor& t, uint64_t seed, float mean, float stddev, Strea
   const char* op = "bench fill_normal";
   require_dense(op, "t", t, {DType::f32, DType::bf16});
   if (t.device.is_cuda())
-    return cuda_only(BRAID_CUDA_ONLY(fp8_fill_cuda::fill_normal), op)(t, seed, mean, stddev, stream);
+    return cuda_only(BRAID_CUDA_ONLY(fp8_fill_cuda::fill_normal), op)(t, seed, mean, stddev,
+                                                                      stream);
   for (int64_t i = 0; i < t.numel(); ++i)
     store_from_float(t.data, t.dtype, i,
                      mean + stddev * fp8rand::normal(seed, static_cast<uint64_t>(i)));

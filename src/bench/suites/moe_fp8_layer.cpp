@@ -210,7 +210,8 @@ void enqueue_fp8_layer_step(Fp8Step step, const MoeShape& s, const MoeWeights& w
                     "bench moe-fp8: the dense fp8 peer needs its output buffers");
       // Expert 0's weights as one dense layer, the [out, in] layout fp8_gemm takes (cuBLASLt).
       {
-        const auto gemm = cuda_only(BRAID_CUDA_ONLY(fp8_gemm), "bench moe-fp8: the dense fp8 peer");
+        const auto gemm =
+            cuda_only(BRAID_CUDA_ONLY(fp8_gemm), "bench moe-fp8: the dense fp8 peer");
         if (step == Fp8Step::dense_gate_up)
           return gemm(b8.xq, w8.gate_up.view().select(0, 0), dense->gate_up_out, stream);
         return gemm(b8.h, w8.down.view().select(0, 0), dense->down_out, stream);

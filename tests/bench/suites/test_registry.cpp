@@ -85,7 +85,8 @@ TEST(BenchRegistry, EveryCommandTakesTheOutputOptions) {
     SCOPED_TRACE(s.name);
     CLI::App* cmd = add_suite_command(app, s, exit_code);
     if (!s.command) continue;
-    for (const char* opt : {"--json", "--csv", "--md"}) EXPECT_NO_THROW(cmd->get_option(opt)) << opt;
+    for (const char* opt : {"--json", "--csv", "--md"})
+      EXPECT_NO_THROW(cmd->get_option(opt)) << opt;
   }
 }
 
@@ -99,7 +100,8 @@ TEST(BenchRegistry, ListNamesEverySuiteAndWhereItRuns) {
 }
 
 TEST(BenchRegistry, SuitesWithoutAGpuRunInEveryBuild) {
-  for (const char* name : {"kernels", "throughput", "serve"}) EXPECT_NE(suite(name).command, nullptr);
+  for (const char* name : {"kernels", "throughput", "serve"})
+    EXPECT_NE(suite(name).command, nullptr) << name;
   EXPECT_FALSE(suite("throughput").needs_cuda);
   EXPECT_FALSE(suite("serve").needs_cuda);
   // `bench kernels --list` needs no GPU, in any build.
@@ -122,8 +124,9 @@ TEST(BenchRegistry, BenchAllNamesAnUnknownGroup) {
   if (!BRAID_WITH_CUDA) GTEST_SKIP() << "a build without CUDA says so first";
   AllOptions all;
   all.only = {"nope"};
-  test::expect_error([&] { run_all(all); }, ErrorKind::invalid_argument,
-                     {"unknown suite 'nope'", "ceilings, kernels, attention, moe, decode, prefill"});
+  test::expect_error(
+      [&] { run_all(all); }, ErrorKind::invalid_argument,
+      {"unknown suite 'nope'", "ceilings, kernels, attention, moe, decode, prefill"});
 }
 
 }  // namespace

@@ -28,7 +28,8 @@ void validate(const ProfileCommandOptions& a) {
     throw Error(ErrorKind::invalid_argument, "profile: --prompt-tokens and --steps must be >= 1");
   if (a.ncu_phase != "decode" && a.ncu_phase != "prefill")
     throw Error(ErrorKind::invalid_argument,
-                fmt::format("profile: --ncu-phase must be decode or prefill, got '{}'", a.ncu_phase));
+                fmt::format("profile: --ncu-phase must be decode or prefill, got '{}'",
+                            a.ncu_phase));
   if (a.ncu_launch_count < 1)
     throw Error(ErrorKind::invalid_argument, "profile: --ncu-launch-count must be >= 1");
   if (!a.ncu_regexes.empty()) ncu_kernel_filter(a.ncu_regexes);  // empty items
