@@ -229,18 +229,14 @@ void measure_copy_ceiling(bool quick, int device, const std::function<void(Resul
 }
 
 void measure_gemm_ceiling(bool quick, int device, const std::function<void(ResultRow)>& add) {
-  std::string reason;
-  const auto info = query_device(device, &reason);
-  if (!info) throw Error(ErrorKind::unsupported, "bench gemm ceiling: " + reason);
-  measure_gemm_rows(ceilings_plan(quick), *info, Device::cuda(device), add);
+  const DeviceInfo info = require_device(device, "bench gemm ceiling");
+  measure_gemm_rows(ceilings_plan(quick), info, Device::cuda(device), add);
   cuda_allocator::empty_cache();
 }
 
 void measure_fp8_gemm_ceiling(bool quick, int device, const std::function<void(ResultRow)>& add) {
-  std::string reason;
-  const auto info = query_device(device, &reason);
-  if (!info) throw Error(ErrorKind::unsupported, "bench fp8 gemm ceiling: " + reason);
-  measure_fp8_gemm_rows(ceilings_plan(quick), *info, Device::cuda(device), add);
+  const DeviceInfo info = require_device(device, "bench fp8 gemm ceiling");
+  measure_fp8_gemm_rows(ceilings_plan(quick), info, Device::cuda(device), add);
   cuda_allocator::empty_cache();
 }
 
@@ -258,14 +254,12 @@ Ceilings measure_ceilings(bool quick, int device, bool gemm, bool fp8,
 }
 
 Report run_ceilings(const CeilingsOptions& options) {
-  std::string reason;
-  const auto info = query_device(options.device, &reason);
-  if (!info) throw Error(ErrorKind::unsupported, "bench ceilings: " + reason);
+  const DeviceInfo info = require_device(options.device, "bench ceilings");
   BRAID_CUDA_CHECK(cudaSetDevice(options.device));
   const Device dev = Device::cuda(options.device);
   const CeilingsPlan plan = ceilings_plan(options.quick);
 
-  Report run = start_report(options.quick ? "ceilings (quick)" : "ceilings", *info);
+  Report run = start_report(options.quick ? "ceilings (quick)" : "ceilings", info);
   const AddRow add = [&](ResultRow r) {
     if (options.on_row) options.on_row(r);
     run.rows.push_back(std::move(r));
@@ -274,9 +268,9 @@ Report run_ceilings(const CeilingsOptions& options) {
   // the whole card.
   measure_copies(plan, dev, add);
   cuda_allocator::empty_cache();
-  measure_gemms(plan, *info, dev, add);
+  measure_gemms(plan, info, dev, add);
   cuda_allocator::empty_cache();
-  measure_fp8_gemm_rows(plan, *info, dev, add);
+  measure_fp8_gemm_rows(plan, info, dev, add);
   cuda_allocator::empty_cache();
   measure_launch_costs(plan, dev, add);
   cuda_allocator::empty_cache();

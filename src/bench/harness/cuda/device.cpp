@@ -8,6 +8,7 @@
 #include <string>
 
 #include "bench/harness/cuda/device.h"
+#include "braid/error.h"
 #include "core/cuda_check.h"
 
 namespace braid::bench {
@@ -39,6 +40,13 @@ std::string kernel_driver_version() {
 }
 
 }  // namespace
+
+DeviceInfo require_device(int index, const std::string& what) {
+  std::string reason;
+  const auto info = query_device(index, &reason);
+  if (!info) throw Error(ErrorKind::unsupported, what + ": " + reason);
+  return *info;
+}
 
 std::optional<DeviceInfo> query_device(int index, std::string* reason) {
   int count = 0;

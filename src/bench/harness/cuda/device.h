@@ -13,4 +13,7 @@ namespace braid::bench {
 // none; throws braid::Error for a failing CUDA call on a device that exists.
 std::optional<DeviceInfo> query_device(int index, std::string* reason);
 
+// query_device's answer, or braid::Error (unsupported) "WHAT: REASON" when there is none.
+DeviceInfo require_device(int index, const std::string& what);
+
 }  // namespace braid::bench

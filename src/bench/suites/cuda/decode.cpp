@@ -101,10 +101,8 @@ Report run_decode(const DecodeOptions& o) {
   const Device dev = Device::cuda(o.device);
   const DType dtype = DType::bf16;
 
-  std::string reason;
-  const auto info = query_device(o.device, &reason);
-  if (!info) throw Error(ErrorKind::unsupported, "bench decode: " + reason);
-  Report run = start_report("decode", *info);
+  const DeviceInfo info = require_device(o.device, "bench decode");
+  Report run = start_report("decode", info);
   // The copy ceiling of this run: the floor is read against it.
   run.ceilings = measure_ceilings(o.quick, o.device, false, false, [](ResultRow) {});
 

@@ -328,12 +328,10 @@ ResultRow measure_case(const KernelCase& c, const DeviceInfo& info, const Ceilin
 Report run_kernel_suite(const KernelSuiteOptions& options) {
   const std::vector<KernelCase> cases =
       select_kernel_cases(kernel_cases(options.quick), options.only);
-  std::string reason;
-  const auto info = query_device(options.device, &reason);
-  if (!info) throw Error(ErrorKind::unsupported, "bench kernels: " + reason);
+  const DeviceInfo info = require_device(options.device, "bench kernels");
   BRAID_CUDA_CHECK(cudaSetDevice(options.device));
 
-  Report run = start_report(options.quick ? "kernels (quick)" : "kernels", *info);
+  Report run = start_report(options.quick ? "kernels (quick)" : "kernels", info);
   const auto add = [&](ResultRow r) { record_row(run, std::move(r)); };
   // The ceilings first: every row's % of ceiling and roofline class read against them.
   measure_copy_ceiling(options.quick, options.device, add);
@@ -358,7 +356,7 @@ Report run_kernel_suite(const KernelSuiteOptions& options) {
                kernel_case_params(c));
     ResultRow row;
     if (broken.empty()) {
-      row = measure_case(c, *info, run.ceilings, options.quick, options.device, &broken);
+      row = measure_case(c, info, run.ceilings, options.quick, options.device, &broken);
     } else {
       row = case_row(c, run.ceilings);
       row.note = std::string(kKernelCaseFailed) + "not run: the CUDA context broke in " + broken;

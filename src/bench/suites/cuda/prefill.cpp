@@ -43,10 +43,8 @@ Report run_prefill(const PrefillOptions& o) {
                                 pc.seq_len, m.name, m.config.max_position_embeddings));
   if (!cuda_available()) throw Error(ErrorKind::unsupported, "bench prefill: no CUDA device is visible");
 
-  std::string reason;
-  const auto info = query_device(o.device, &reason);
-  if (!info) throw Error(ErrorKind::unsupported, "bench prefill: " + reason);
-  Report run = start_report("prefill", *info);
+  const DeviceInfo info = require_device(o.device, "bench prefill");
+  Report run = start_report("prefill", info);
   run.ceilings =
       measure_ceilings(o.quick, o.device, true, false, [&](ResultRow r) { run.rows.push_back(r); });
 
