@@ -5,8 +5,8 @@
 
 writes DIR/report.md and DIR/figures/*.png (linked relatively). RESULTS may mix:
 
-  * braidinfer bench runs: {"schema": "braidinfer.bench.run/1", ...} as src/bench/report.cpp's
-    to_json writes them (rows, device, ceilings; older files without accuracy / roofline / derived
+  * braidinfer bench runs: {"schema": "braidinfer.bench.run/1", ...} as
+    src/bench/harness/report.cpp's to_json writes them (rows, device, ceilings; older files without accuracy / roofline / derived
     rates are read too: what is missing is computed the way report.cpp computes it and marked).
     Extra top-level sections are ignored, except an older attention run's "validation" list, whose
     error figures are attached to the rows with the same params.

@@ -3,8 +3,8 @@ the single modules'), profiles. Pure python (no matplotlib), so it is tested on 
 
 Every reader is defensive: a missing field reads as None ("not in these results"), never as a
 made-up value. Derived figures (GB/s, TFLOP/s, % of ceiling, roofline class) are computed here
-only where an older file lacks them, the way src/bench/report.cpp computes them, and marked as
-derived.
+only where an older file lacks them, the way src/bench/harness/report.cpp computes them, and
+marked as derived.
 """
 
 import json
@@ -39,7 +39,7 @@ def number(v):
     return None if v != v else float(v)
 
 
-# ---- roofline, as src/bench/report.cpp ---------------------------------------------------------
+# ---- roofline, as src/bench/harness/report.cpp -------------------------------------------------
 
 
 def ridge(ceilings, fp8=False):
@@ -169,9 +169,10 @@ def _percentile_key(key):
 
 
 def read_serve(doc, path):
-    """`braidinfer bench serve --json` (src/bench/serve/serve_report.h): the run's parameters,
-    results (counts, duration, throughputs) and latency distributions in ms ({metric: {count,
-    mean, median, std, min, max, "p90", ...}}). Values that are missing or null read as None."""
+    """`braidinfer bench serve --json` (src/bench/suites/serve/serve_report.h): the run's
+    parameters, results (counts, duration, throughputs) and latency distributions in ms
+    ({metric: {count, mean, median, std, min, max, "p90", ...}}). Values that are missing or null
+    read as None."""
     def section(name):
         v = doc.get(name)
         return v if isinstance(v, dict) else {}

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/harness/options.h"
 #include "braid/buffer.h"
 #include "braid/error.h"
 #include "chat/chat_template.h"
@@ -40,20 +41,6 @@ struct GenerateArgs {
   std::string system;  // --chat's optional system message
 };
 
-Device parse_device(const std::string& name) {
-  if (name == "cpu") return Device::cpu();
-  if (name == "cuda") {
-    if (!cuda_available())
-      throw Error(ErrorKind::unsupported,
-                  "generate: --device cuda, but no CUDA device is usable here (or this build has "
-                  "no CUDA support); use --device cpu");
-    return Device::cuda(0);
-  }
-  if (name == "auto") return cuda_available() ? Device::cuda(0) : Device::cpu();
-  throw Error(ErrorKind::invalid_argument,
-              "generate: --device must be cpu, cuda or auto, got '" + name + "'");
-}
-
 std::vector<int32_t> parse_ids(const std::string& text) {
   std::vector<int32_t> ids;
   std::stringstream ss(text);
@@ -76,7 +63,7 @@ int run_generate(const GenerateArgs& a) {
   if (!std::filesystem::is_directory(a.model))
     throw Error(ErrorKind::io, "generate: --model '" + a.model + "' is not a folder");
   engine::EngineOptions options;
-  options.device = parse_device(a.device);
+  options.device = bench::device_from_option(a.device, "generate");
   if (!a.dtype.empty()) options.dtype = dtype_from_name(a.dtype);
   options.max_context = a.max_context;
   engine::SamplingParams sampling{a.temperature, a.top_k, a.top_p, a.seed};

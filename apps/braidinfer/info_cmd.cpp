@@ -1,9 +1,11 @@
 // `braidinfer info`: what this build is and which GPU it sees.
 #include <fmt/core.h>
 
+#include <memory>
 #include <string>
 
-#include "bench/device.h"
+#include "bench/harness/cuda/device.h"
+#include "bench/harness/cuda_only.h"
 #include "braid/buffer.h"
 #include "commands.h"
 
@@ -15,9 +17,10 @@ void add_info_command(CLI::App& app, int& exit_code) {
   info->add_option("--device", *device, "CUDA device index")->capture_default_str();
   info->callback([device, &exit_code] {
     fmt::print("braidinfer 0.1.0, {}\n", BRAID_WITH_CUDA ? "built with CUDA" : "built without CUDA");
-    if (!BRAID_WITH_CUDA) return;
+    const auto query_device = BRAID_CUDA_ONLY(bench::query_device);
+    if (!query_device) return;
     std::string reason;
-    if (auto d = bench::query_device(*device, &reason)) {
+    if (auto d = query_device(*device, &reason)) {
       fmt::print("{}", bench::describe_device(*d));
     } else {
       fmt::print("{}\n", reason);

@@ -6,9 +6,10 @@
 #include <memory>
 #include <string>
 
+#include "bench/harness/options.h"
+#include "bench/harness/random_weights.h"
+#include "bench/suites/decode.h"
 #include "braid/buffer.h"
-#include "bench/decode.h"
-#include "bench/random_weights.h"
 #include "braid/error.h"
 #include "commands.h"
 #include "engine/engine.h"
@@ -48,7 +49,7 @@ int run_serve(const ServeArgs& a) {
   if (!a.model.empty() && !std::filesystem::is_directory(a.model))
     throw Error(ErrorKind::io, "serve: --model '" + a.model + "' is not a folder");
   engine::EngineConfig cfg;
-  cfg.device = device_from_option(a.device, "serve");
+  cfg.device = bench::device_from_option(a.device, "serve");
   if (!a.dtype.empty()) cfg.dtype = dtype_from_name(a.dtype);
   cfg.max_model_len = a.max_model_len;
   cfg.max_num_seqs = a.max_num_seqs;

@@ -30,6 +30,11 @@ machine (needs torch with CUDA, and triton for the timings it prefers):
         every comparison above in one process, one JSON with normalised rows
         (braidinfer/compare_all.py, braidinfer/compare_rows.py)
 
+Each comparison is one module, compare_NAME.py, on one harness (compare_harness.py: the command
+line, the CUDA-event timing, the environment header and the JSON); compare_rows.py turns any of
+their reports into normalised rows. A new peer comparison is one module and one SUBCOMMANDS entry
+(and one COMPARISONS entry in compare_rows.py with its normaliser, for `compare all`).
+
 Run from the repository root with the package and a CUDA build of the library:
 
     PYTHONPATH=python BRAIDINFER_LIBRARY=<dir with libbraid.so> \\

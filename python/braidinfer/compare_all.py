@@ -42,17 +42,14 @@ import subprocess
 import sys
 import time
 
-from . import compare_rows
-from .compare_router import error_string, cuda_torch_missing
+from . import compare_harness, compare_rows
+from .compare import SUBCOMMANDS
+from .compare_harness import cuda_torch_missing, error_string, save_json as save
 from .compare_rows import COMPARISONS, SCHEMA_ALL
-
-MODULES = {"attention": "compare_attention", "decode": "compare_decode",
-           "router": "compare_router", "moe": "compare_moe", "moe-fp8": "compare_moe_fp8",
-           "gemm": "compare_gemm", "prefill": "compare_prefill"}
 
 
 def _module(name):
-    return importlib.import_module("." + MODULES[name], __package__ or "braidinfer")
+    return importlib.import_module("." + SUBCOMMANDS[name], __package__ or "braidinfer")
 
 
 # ---- one comparison, standard or quick --------------------------------------------------------
@@ -138,9 +135,7 @@ def _git_commit():
 
 def environment():
     """The machine and software versions the run had (each field None where unknown)."""
-    from .compare_attention import environment as torch_environment
-
-    info = torch_environment()
+    info = compare_harness.environment()
     env = {"date": info.pop("date"), "git_commit": _git_commit(), "gpu": info.pop("device"),
            "driver": _nvidia_driver(), "cuda_driver": _cuda_driver_api(),
            "cuda": info.pop("torch_cuda"), "python": platform.python_version()}
@@ -156,14 +151,6 @@ def environment():
 
 
 # ---- the run ---------------------------------------------------------------------------------
-
-
-def save(document, path):
-    """Writes the JSON through a temporary file, so a reader never sees half of it."""
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(document, f, indent=2)
-    os.replace(tmp, path)
 
 
 def progress(message):

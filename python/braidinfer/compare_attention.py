@@ -28,18 +28,15 @@ Run on the GPU machine, from the repository root:
         python3 -m braidinfer.compare attention [--sweep] [--json out.json]
 """
 
-import argparse
-import datetime
-import json
 import math
 import sys
 
 import torch
 import torch.nn.functional as F
 
-from . import _library, ops
-from .compare_decode import time_us  # one timing method for every comparison
-from .compare_router import error_string
+from . import ops
+from .compare_harness import (environment, error_string, main as run_main, parser, save_json,
+                              time_us)
 
 ANCHOR_CONFIGS = [  # (B, S, H, D, causal): ANCHORS.md "Attention forward (bf16)"
     (16, 2048, 16, 64, False),
@@ -345,43 +342,12 @@ def print_memory_table(rows):
               f"{r['seed_standard_gb']} GB / {r['seed_flash_gb']} GB")
 
 
-def environment():
-    props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    info = {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "device": props.name,
-        "compute_capability": f"{props.major}.{props.minor}",
-        "sms": props.multi_processor_count,
-        "memory_bytes": props.total_memory,
-        "torch": torch.__version__,
-        "torch_cuda": torch.version.cuda,
-        "cudnn": torch.backends.cudnn.version(),
-        "timing": "median of CUDA-event timings, L2 flushed before each call",
-    }
-    try:
-        import triton
-
-        info["triton"] = triton.__version__
-    except ImportError:
-        info["triton"] = None
-        info["timing"] = "median of 50 CUDA-event timings after 10 warm-up calls (no triton)"
-    try:
-        info["braidinfer_library"] = _library.library_path()
-        info["braidinfer_version"] = _library.version()
-    except Exception as e:
-        info["braidinfer_library"] = error_string(e)
-    return info
-
-
 def build_parser():
-    parser = argparse.ArgumentParser(
-        prog="python3 -m braidinfer.compare attention",
-        description="braidinfer attention_prefill beside naive PyTorch and SDPA (FlashAttention-2,"
-                    " cuDNN), bf16, on the ANCHORS.md configurations")
-    parser.add_argument("--sweep", action="store_true",
-                        help="also S = 512 .. 16384 at H=32, D=128, B*S = 16384")
-    parser.add_argument("--json", help="write every row and the environment to this file")
-    return parser
+    p = parser("attention", "braidinfer attention_prefill beside naive PyTorch and SDPA "
+                            "(FlashAttention-2, cuDNN), bf16, on the ANCHORS.md configurations")
+    p.add_argument("--sweep", action="store_true",
+                   help="also S = 512 .. 16384 at H=32, D=128, B*S = 16384")
+    return p
 
 
 def run(args, configs=ANCHOR_CONFIGS, memory_lengths=MEMORY_LENGTHS):
@@ -397,8 +363,7 @@ def run(args, configs=ANCHOR_CONFIGS, memory_lengths=MEMORY_LENGTHS):
 
     def save():  # after each part, so an interrupted run keeps what it measured
         if args.json:
-            with open(args.json, "w") as f:
-                json.dump(report, f, indent=2)
+            save_json(report, args.json)
 
     for shape in configs:
         report["anchors"].append(run_config(*shape))
@@ -419,14 +384,7 @@ def run(args, configs=ANCHOR_CONFIGS, memory_lengths=MEMORY_LENGTHS):
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
-    if not torch.cuda.is_available():
-        print("compare attention: no CUDA device", file=sys.stderr)
-        return 2
-    run(args)
-    if args.json:
-        print(f"wrote {args.json}")
-    return 0
+    return run_main("attention", build_parser, run, argv)
 
 
 if __name__ == "__main__":

@@ -12,8 +12,6 @@ Run on the GPU machine, from the repository root:
         python3 -m braidinfer.compare_decode [--json FILE]
 """
 
-import argparse
-import json
 import math
 import sys
 
@@ -21,31 +19,11 @@ import torch
 import torch.nn.functional as F
 
 from . import ops
+from .compare_harness import main as run_main, parser, time_us
 
 SHAPES = [(1, 4096), (1, 32768), (16, 4096), (64, 8192)]  # (batch, kv length)
 Q_HEADS, KV_HEADS, HEAD_DIM, PAGE = 32, 8, 128, 16
 GRAPH_CALLS = 10
-
-
-def time_us(fn):
-    """Median microseconds of fn() (L2 flushed before each call when triton is present)."""
-    try:
-        from triton.testing import do_bench
-    except ImportError:
-        do_bench = None
-    if do_bench is not None:
-        return do_bench(fn, warmup=25, rep=200, return_mode="median") * 1e3
-    for _ in range(10):
-        fn()
-    times = []
-    for _ in range(50):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3)
-    return sorted(times)[len(times) // 2]
 
 
 def sdpa_backends():
@@ -133,14 +111,12 @@ def run_shape(batch, kv_len, gen):
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", help="write the rows as JSON to this file")
-    return parser
+    return parser("decode", __doc__.splitlines()[0])
 
 
 def run(args, shapes=SHAPES):
-    """Measures and prints the comparison; returns its report ({"info", "rows"}), also written to
-    args.json when set. Needs a CUDA device."""
+    """Measures and prints the comparison; returns its report ({"info", "rows"}), written to
+    --json by main(). Needs a CUDA device."""
     info = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
             "cudnn": torch.backends.cudnn.version()}
     print(f"{info['device']}, torch {info['torch']}, cuDNN {info['cudnn']}")
@@ -154,21 +130,11 @@ def run(args, shapes=SHAPES):
         gbps = f"{r['gbps']:.0f}" if r["gbps"] else "-"
         print(f"{r['name']:36} {r['batch']:>5} {r['kv_len']:>6} {us:>10} {gbps:>8}  {r['note']}")
     report = {"info": info, "rows": rows}
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(report, f, indent=2)
     return report
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
-    if not torch.cuda.is_available():
-        print("compare_decode: no CUDA device", file=sys.stderr)
-        return 2
-    run(args)
-    if args.json:
-        print(f"wrote {args.json}")
-    return 0
+    return run_main("decode", build_parser, run, argv)
 
 
 if __name__ == "__main__":

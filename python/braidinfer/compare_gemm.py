@@ -18,12 +18,11 @@ Run on the GPU machine, from the repository root:
         python3 -m braidinfer.compare gemm [--quick] [--json FILE]
 """
 
-import argparse
-import json
 import sys
 
 from . import ops
-from .compare_router import error_string, cuda_torch_missing
+from .compare_harness import (environment, error_string, main as run_main, parser,
+                              print_environment, save_json, time_us)
 
 MODEL = "llama-3-8b"
 PROJECTIONS = [("qkv", 6144, 4096), ("o_proj", 4096, 4096), ("gate_up", 28672, 4096),
@@ -92,8 +91,6 @@ def error_stats(out, ref):
 def run_case(projection, m, n, k):
     import torch
 
-    from .compare_decode import time_us
-
     result = {"projection": projection, "m": m, "n": n, "k": k, "flops": gemm_flops(m, n, k),
               "bytes": gemm_bytes(m, n, k), "impls": {}}
     g = torch.Generator(device="cuda").manual_seed(SEED + m * n + k)
@@ -122,14 +119,9 @@ def run_case(projection, m, n, k):
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(
-        prog="python3 -m braidinfer.compare gemm",
-        description="braidinfer ops.gemm beside torch.matmul (cuBLAS), bf16, on Llama-3-8B's "
-                    f"projections at M = {', '.join(map(str, TOKENS))}")
-    parser.add_argument("--quick", action="store_true",
-                        help=f"M = {', '.join(map(str, QUICK_TOKENS))} only")
-    parser.add_argument("--json", help="write every row and the environment to this file")
-    return parser
+    return parser("gemm", "braidinfer ops.gemm beside torch.matmul (cuBLAS), bf16, on Llama-3-8B's "
+                          f"projections at M = {', '.join(map(str, TOKENS))}",
+                  quick=f"M = {', '.join(map(str, QUICK_TOKENS))} only")
 
 
 def run(args):
@@ -137,13 +129,10 @@ def run(args):
     also written to args.json after each case when set. Needs torch with a CUDA device."""
     import torch
 
-    from .compare_attention import environment
-
     torch.backends.cuda.matmul.allow_tf32 = False  # the reference is fp32
     info = environment()
     tokens = QUICK_TOKENS if args.quick else TOKENS
-    print(f"{info['device']}, torch {info['torch']} (CUDA {info['torch_cuda']}), "
-          f"library {info.get('braidinfer_library')}")
+    print_environment(info)
     report = {"info": info,
               "config": {"model": MODEL, "dtype": "bf16", "tokens": tokens,
                          "projections": [{"name": p, "n": n, "k": k} for p, n, k in PROJECTIONS]},
@@ -155,21 +144,12 @@ def run(args):
         report["results"].append(result)
         print(format_result(result), flush=True)
         if args.json:  # after each case, so an interrupted run keeps what it measured
-            with open(args.json, "w") as f:
-                json.dump(report, f, indent=2)
+            save_json(report, args.json)
     return report
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
-    missing = cuda_torch_missing("compare gemm")
-    if missing:
-        print(missing, file=sys.stderr)
-        return 2
-    run(args)
-    if args.json:
-        print(f"wrote {args.json}")
-    return 0
+    return run_main("gemm", build_parser, run, argv)
 
 
 if __name__ == "__main__":

@@ -42,13 +42,17 @@ Run on the GPU machine, from the repository root:
         python3 -m braidinfer.compare moe [--shape seed001|qwen3|all] [--tokens N,...] [--json FILE]
 """
 
-import argparse
-import json
 import random
 import sys
 
 from . import ops
-from .compare_router import error_string, summary, cuda_torch_missing
+from .compare_harness import (environment, error_string, fmt_error, fmt_median, fmt_range,
+                              fmt_ratio, int_list, main as run_main, measure, parser,
+                              print_environment, save_json)
+from . import compare_harness
+
+# How the timings fill BUDGET_MS (compare_harness's rule; the tests read it here).
+plan_reps, graph_calls = compare_harness.plan_reps, compare_harness.graph_calls
 
 SEED001 = {"name": "seed001", "hidden": 4096, "inter": 11008, "experts": 32, "k": 2}
 QWEN3 = {"name": "qwen3", "hidden": 2048, "inter": 768, "experts": 128, "k": 8}
@@ -110,18 +114,6 @@ def sample_tokens(tokens, count, seed):
     return sorted(chosen)
 
 
-def plan_reps(estimate_ms, budget_ms):
-    """(warm-up calls, timed calls) for a call of about estimate_ms: the timed calls fill the
-    budget, between 5 and 200 of them."""
-    est = max(estimate_ms, 1e-3)
-    return min(20, max(2, int(200 / est))), min(200, max(5, int(budget_ms / est)))
-
-
-def graph_calls(estimate_ms):
-    """Calls per captured graph: enough for ~20 ms per replay, at most 20."""
-    return min(20, max(1, int(20 / max(estimate_ms, 1e-3))))
-
-
 def ratios(result):
     """Speed-ups and the dense percentage from a config's result (None where not measured):
     vs_<peer>_<mode> = peer median / braidinfer median; experts_percent_of_dense_<mode> =
@@ -157,22 +149,6 @@ def verdicts(r):
             "percent_of_dense_met": dense is not None and dense >= TARGET_PERCENT_OF_DENSE}
 
 
-def _ms(s):
-    return f"{s['median_ms']:.3f}" if s else "-"
-
-
-def _range(s):
-    return f"{s['min_ms']:.3f}-{s['max_ms']:.3f}" if s else "-"
-
-
-def _x(v):
-    return f"{v:.2f}x" if v else "-"
-
-
-def _e(v):
-    return f"{v:.2e}" if v is not None else "-"
-
-
 def _pct(v):
     return f"{v:.1f}%" if v else "-"
 
@@ -188,25 +164,29 @@ def format_result(result):
         best = row.get("graph") or row.get("eager")
         tflops = row["flops"] / best["median_ms"] / 1e9 if best else None
         c = row.get("check")
-        check = (f"{c['rows']:>4} {c['routing_mismatches']:>4} {_e(c['max_abs']):>9} "
-                 f"{_e(c['mean_abs']):>9} {_e(c['max_rel']):>9} {_e(c['rel_l2']):>9}" if c
+        e = {k: fmt_error(c[k]) for k in ("max_abs", "mean_abs", "max_rel", "rel_l2")} if c else {}
+        check = (f"{c['rows']:>4} {c['routing_mismatches']:>4} {e['max_abs']:>9} "
+                 f"{e['mean_abs']:>9} {e['max_rel']:>9} {e['rel_l2']:>9}" if c
                  else f"{'':>4} {'':>4} {'':>9} {'':>9} {'':>9} {'':>9}")
         if c and not c["ok"]:
             check += " FAIL"
-        lines.append(f"{name:<26} {_ms(row.get('eager')):>9} {_range(row.get('eager')):>17} "
-                     f"{_ms(row.get('graph')):>9} {f'{tflops:.1f}' if tflops else '-':>8}  "
+        eager = row.get("eager")
+        lines.append(f"{name:<26} {fmt_median(eager):>9} {fmt_range(eager):>17} "
+                     f"{fmt_median(row.get('graph')):>9} {f'{tflops:.1f}' if tflops else '-':>8}  "
                      f"{check}  {row.get('error') or ''}")
     r = result["ratios"]
-    lines.append(f"  braidinfer vs torch_grouped_mm: eager {_x(r['vs_torch_grouped_mm_eager'])}, "
-                 f"graph {_x(r['vs_torch_grouped_mm_graph'])}; vs torch_loop: eager "
-                 f"{_x(r['vs_torch_loop_eager'])}")
+    lines.append(f"  braidinfer vs torch_grouped_mm: eager "
+                 f"{fmt_ratio(r['vs_torch_grouped_mm_eager'])}, "
+                 f"graph {fmt_ratio(r['vs_torch_grouped_mm_graph'])}; vs torch_loop: eager "
+                 f"{fmt_ratio(r['vs_torch_loop_eager'])}")
     lines.append(f"  experts vs dense cuBLAS (same FLOPs): braidinfer "
                  f"{_pct(r['braidinfer_experts_percent_of_dense_graph'])} graph, "
                  f"{_pct(r['braidinfer_experts_percent_of_dense_eager'])} eager; torch._grouped_mm "
                  f"{_pct(r['torch_grouped_mm_experts_percent_of_dense_graph'])} graph")
     v = result["verdicts"]
     lines.append(f"  targets: >= {TARGET_VS_GROUPED_MM}x torch_grouped_mm: "
-                 f"{_x(v['vs_torch_grouped_mm'])} {'met' if v['vs_torch_grouped_mm_met'] else 'not met'}"
+                 f"{fmt_ratio(v['vs_torch_grouped_mm'])} "
+                 f"{'met' if v['vs_torch_grouped_mm_met'] else 'not met'}"
                  f"; >= {TARGET_PERCENT_OF_DENSE:.0f}% of dense cuBLAS: {_pct(v['percent_of_dense'])} "
                  f"{'met' if v['percent_of_dense_met'] else 'not met'}")
     anchor = ANCHORS.get((result["model"], result["tokens"]))
@@ -215,70 +195,6 @@ def format_result(result):
                      + (f", per-expert loop {anchor[1]} ms" if anchor[1] else "")
                      + (f", seed 001 target {anchor[2]} ms" if anchor[2] else ""))
     return "\n".join(lines)
-
-
-# ---- timing ----------------------------------------------------------------------------------
-
-
-def _event_times(fn, calls_per_sample, reps, launch=None):
-    import torch
-
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(reps):
-        start.record()
-        if launch is None:
-            fn()
-        else:
-            launch()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / calls_per_sample)
-    return times
-
-
-def _summary_ms(times_ms):
-    s = summary([t * 1e3 for t in times_ms])  # compare_router's summary is in microseconds
-    return {"median_ms": s["median_us"] / 1e3, "min_ms": s["min_us"] / 1e3,
-            "max_ms": s["max_us"] / 1e3, "samples": s["samples"]}
-
-
-def time_eager(fn, budget_ms):
-    """Event pair around each call, after a warm-up sized from one timed call."""
-    import torch
-
-    fn()
-    torch.cuda.synchronize()
-    estimate = min(_event_times(fn, 1, 2))
-    warmup, reps = plan_reps(estimate, budget_ms)
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    return _summary_ms(_event_times(fn, 1, reps)), estimate
-
-
-def time_graph(fn, estimate_ms, budget_ms):
-    """graph_calls() calls captured in one torch CUDA graph; per-call time = replay / calls."""
-    import torch
-
-    side = torch.cuda.Stream()  # capture needs a side stream warmed up first (torch's advice)
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    calls = graph_calls(estimate_ms)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            fn()
-    warmup, reps = plan_reps(estimate_ms * calls, budget_ms)
-    for _ in range(min(warmup, 3)):
-        graph.replay()
-    torch.cuda.synchronize()
-    result = _summary_ms(_event_times(None, calls, reps, launch=graph.replay))
-    del graph
-    return result
 
 
 # ---- inputs and implementations --------------------------------------------------------------
@@ -470,27 +386,6 @@ def compare_rows(got, ids, ref, ref_ids, rows):
 # ---- one config ------------------------------------------------------------------------------
 
 
-def measure(name, fn, flops, budget_ms, result, check=None):
-    """Times fn eagerly and (unless NO_GRAPH) as a graph replay into result['impls'][name]; a
-    failure is recorded in the row and the run goes on."""
-    import torch
-
-    row = {"flops": flops, "eager": None, "graph": None, "check": None, "error": None}
-    result["impls"][name] = row
-    try:
-        out = fn()
-        torch.cuda.synchronize()
-        if check is not None:
-            row["check"] = check(out)
-        row["eager"], estimate = time_eager(fn, budget_ms)
-        if name not in NO_GRAPH:
-            row["graph"] = time_graph(fn, estimate, budget_ms)
-    except Exception as e:  # one failing implementation must not stop the others
-        row["error"] = error_string(e)
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-
-
 def run_config(model, tokens, label, samples, budget_ms):
     import torch
 
@@ -507,7 +402,7 @@ def run_config(model, tokens, label, samples, budget_ms):
 
     braid_fn, braid_experts, b = make_braidinfer(model, inp)
     lf, ef = layer_flops(model, tokens), expert_flops(model, tokens * k)
-    measure("braidinfer", braid_fn, lf, budget_ms, result, check)
+    measure(result, "braidinfer", braid_fn, lf, budget_ms, check)
     for name, make in (("torch_grouped_mm", make_torch_grouped_mm), ("torch_loop", make_torch_loop)):
         try:
             fn = make(model, inp)
@@ -515,16 +410,16 @@ def run_config(model, tokens, label, samples, budget_ms):
             result["impls"][name] = {"flops": lf, "eager": None, "graph": None, "check": None,
                                      "error": error_string(e)}
             continue
-        measure(name, fn, lf, budget_ms, result, check)
+        measure(result, name, fn, lf, budget_ms, check, graph=name not in NO_GRAPH)
 
     # The experts alone, on braidinfer's gathered rows and offsets (a layer run has just filled
     # them) and its h for the dense down projection.
     braid_fn()
     torch.cuda.synchronize()
-    measure("braidinfer_experts", braid_experts, ef, budget_ms, result)
-    measure("torch_grouped_mm_experts",
-            make_torch_grouped_mm_experts(model, inp, b["xs"], b["offsets"]), ef, budget_ms, result)
-    measure("dense_cublas", make_dense(model, inp, b["xs"], b["h"]), ef, budget_ms, result)
+    measure(result, "braidinfer_experts", braid_experts, ef, budget_ms)
+    measure(result, "torch_grouped_mm_experts",
+            make_torch_grouped_mm_experts(model, inp, b["xs"], b["offsets"]), ef, budget_ms)
+    measure(result, "dense_cublas", make_dense(model, inp, b["xs"], b["h"]), ef, budget_ms)
     result["ratios"] = ratios(result)
     result["verdicts"] = verdicts(result["ratios"])
     del inp, b, braid_fn, braid_experts
@@ -532,20 +427,23 @@ def run_config(model, tokens, label, samples, budget_ms):
     return result
 
 
+def layer_parser(name, description, shapes, default_tokens, samples_help):
+    """The command line of a MoE layer comparison (this one and compare_moe_fp8): --shape (one of
+    `shapes`, or all), --tokens, --samples, --quick, --json."""
+    p = parser(name, description, quick="shorter timings (smoke test)")
+    p.add_argument("--shape", default="all", choices=[*shapes, "all"])
+    p.add_argument("--tokens", type=int_list,
+                   help=f"token counts, comma-separated (default: {default_tokens})")
+    p.add_argument("--samples", type=int, default=SAMPLES, help=samples_help)
+    return p
+
+
 def build_parser():
-    parser = argparse.ArgumentParser(
-        prog="python3 -m braidinfer.compare moe",
-        description="braidinfer's MoE layer (bf16) beside torch._grouped_mm, transformers' "
-                    "per-expert loop and dense cuBLAS, on seed 001's and Qwen3-30B-A3B's layers")
-    parser.add_argument("--shape", default="all", choices=["seed001", "qwen3", "all"])
-    parser.add_argument("--tokens", type=lambda s: [int(v) for v in s.split(",")],
-                        help="token counts, comma-separated (default: seed001 2048,32768,65536; "
-                             "qwen3 512,4096)")
-    parser.add_argument("--samples", type=int, default=SAMPLES,
-                        help="tokens checked against the fp32 reference")
-    parser.add_argument("--quick", action="store_true", help="shorter timings (smoke test)")
-    parser.add_argument("--json", help="write every row and the environment to this file")
-    return parser
+    return layer_parser("moe", "braidinfer's MoE layer (bf16) beside torch._grouped_mm, "
+                               "transformers' per-expert loop and dense cuBLAS, on seed 001's and "
+                               "Qwen3-30B-A3B's layers",
+                        ["seed001", "qwen3"], "seed001 2048,32768,65536; qwen3 512,4096",
+                        "tokens checked against the fp32 reference")
 
 
 def run(args, configs):
@@ -559,15 +457,12 @@ def run(args, configs):
               file=sys.stderr)
     # The reference is fp32: TF32 matmuls would round its inputs to 10 mantissa bits.
     torch.backends.cuda.matmul.allow_tf32 = False
-    from .compare_attention import environment  # one environment header for every comparison
-
     info = environment()
     budget = QUICK_BUDGET_MS if args.quick else BUDGET_MS
     info["timing"] = (f"eager: event pair around each call, ~{budget:.0f} ms of calls after a "
                       f"warm-up; graph: up to 20 calls per torch CUDA graph, replays / calls; L2 "
                       f"not flushed")
-    print(f"{info['device']}, torch {info['torch']} (CUDA {info['torch_cuda']}), "
-          f"library {info.get('braidinfer_library')}")
+    print_environment(info)
     report = {"info": info,
               "config": {"dtype": "bf16", "renormalize": True, "samples": args.samples,
                          "targets": {"vs_torch_grouped_mm": TARGET_VS_GROUPED_MM,
@@ -579,28 +474,15 @@ def run(args, configs):
         report["results"].append(result)
         print(format_result(result), flush=True)
         if args.json:  # after each config, so an interrupted run keeps what it measured
-            with open(args.json, "w") as f:
-                json.dump(report, f, indent=2)
+            save_json(report, args.json)
     print("\n(ratio = peer median / braidinfer median; % of dense = dense time / experts time at "
           "the same FLOPs; mism = sampled rows routed differently from the reference, left out)")
     return report
 
 
 def main(argv=None):
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        configs = select_configs(args.shape, args.tokens)
-    except ValueError as e:
-        parser.error(str(e))
-    missing = cuda_torch_missing("compare moe")
-    if missing:
-        print(missing, file=sys.stderr)
-        return 2
-    run(args, configs)
-    if args.json:
-        print(f"wrote {args.json}")
-    return 0
+    return run_main("moe", build_parser, run, argv,
+                    prepare=lambda args: (select_configs(args.shape, args.tokens),))
 
 
 if __name__ == "__main__":

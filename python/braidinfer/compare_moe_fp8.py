@@ -46,14 +46,13 @@ Run on the GPU machine, from the repository root:
         [--json FILE]
 """
 
-import argparse
-import json
 import math
 import sys
 
 from . import ops
 from . import compare_moe as cm
-from .compare_router import error_string, cuda_torch_missing
+from .compare_harness import (environment, error_string, fmt_error, fmt_median, main as run_main,
+                              measure, print_environment, save_json)
 
 BLOCK = 128
 E4M3_MAX = 448.0
@@ -109,14 +108,6 @@ def element_matches(out, ref, atol=ATOL, rtol=RTOL):
     return ref != 0 and d / abs(ref) <= rtol
 
 
-def _ms(s):
-    return f"{s['median_ms']:.4f}" if s else "-"
-
-
-def _e(v):
-    return f"{v:.2e}" if v is not None else "-"
-
-
 def format_result(result):
     """One config's table as text."""
     lines = [f"\n{result['layer']} {result['label']}: T={result['tokens']}, pairs on local experts "
@@ -132,8 +123,9 @@ def format_result(result):
         if c:
             judged = c.get("judged", True)
             verdict = " ok" if c.get("ok") else " FAIL" if judged else " (not judged)"
-        lines.append(f"{name:<26} {_ms(row.get('eager')):>9} {_ms(row.get('graph')):>9} "
-                     f"{f'{tflops:.1f}' if tflops else '-':>8} {_e(c.get('rel_l2')):>9} "
+        eager, graph = fmt_median(row.get("eager"), "ms", 4), fmt_median(row.get("graph"), "ms", 4)
+        lines.append(f"{name:<26} {eager:>9} {graph:>9} "
+                     f"{f'{tflops:.1f}' if tflops else '-':>8} {fmt_error(c.get('rel_l2')):>9} "
                      f"{matched:>8}{verdict}  {row.get('error') or ''}")
     impls = result["impls"]
 
@@ -402,27 +394,6 @@ def make_torch_scaled_grouped_mm(model, inp):
 # ---- measuring ---------------------------------------------------------------------------------
 
 
-def measure(name, fn, flops, budget_ms, result, check=None):
-    """Times fn eagerly and (unless NO_GRAPH) as graph replays into result['impls'][name]; a
-    failure is recorded in the row and the run goes on."""
-    import torch
-
-    row = {"flops": flops, "eager": None, "graph": None, "check": None, "error": None}
-    result["impls"][name] = row
-    try:
-        out = fn()
-        torch.cuda.synchronize()
-        if check is not None:
-            row["check"] = check(out)
-        row["eager"], estimate = cm.time_eager(fn, budget_ms)
-        if name not in NO_GRAPH:
-            row["graph"] = cm.time_graph(fn, estimate, budget_ms)
-    except Exception as e:  # one failing implementation must not stop the others
-        row["error"] = error_string(e)
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-
-
 def run_seed003(tokens, label, w, budget_ms, model=SEED003):
     import torch
 
@@ -434,15 +405,16 @@ def run_seed003(tokens, label, w, budget_ms, model=SEED003):
     ref = ds_reference(inp, w, model, fp32_out=True)
     _, definition = ds_flops(pairs, 1, model)
     for terms in TERMS:
-        measure(f"braidinfer_terms{terms}", make_braidinfer_ds(inp, w, terms, model), definition,
-                budget_ms, result, check=lambda out: rule_check(out, ref))
+        measure(result, f"braidinfer_terms{terms}", make_braidinfer_ds(inp, w, terms, model),
+                definition, budget_ms, check=lambda out: rule_check(out, ref))
         result["impls"][f"braidinfer_terms{terms}"]["executed_flops"] = ds_flops(
             pairs, terms, model)[0]
         # Fewer than 3 terms is expected to fail the rule (ops.h): shown, not judged.
         c = result["impls"][f"braidinfer_terms{terms}"]["check"]
         if c is not None:
             c["judged"] = terms >= 3
-    measure("torch_reference", lambda: ds_reference(inp, w, model), definition, budget_ms, result)
+    measure(result, "torch_reference", lambda: ds_reference(inp, w, model), definition, budget_ms,
+            graph="torch_reference" not in NO_GRAPH)
     del inp, ref
     torch.cuda.empty_cache()
     return result
@@ -469,36 +441,27 @@ def run_seed001(tokens, label, samples, budget_ms, model=cm.SEED001):
         return cm.compare_rows(out[0], out[1], ref, ref_ids, rows)
 
     flops = cm.layer_flops(model, tokens)
-    measure("braidinfer_fp8", make_braidinfer_fp8(model, inp, w8), flops, budget_ms, result, check)
+    measure(result, "braidinfer_fp8", make_braidinfer_fp8(model, inp, w8), flops, budget_ms, check)
     try:
         fn = make_torch_scaled_grouped_mm(model, inp)
     except Exception as e:
         result["impls"]["torch_scaled_grouped_mm"] = {"flops": flops, "eager": None, "graph": None,
                                                       "check": None, "error": error_string(e)}
     else:
-        measure("torch_scaled_grouped_mm", fn, flops, budget_ms, result, check)
+        measure(result, "torch_scaled_grouped_mm", fn, flops, budget_ms, check)
         del fn
-    measure("torch_grouped_mm_bf16", cm.make_torch_grouped_mm(model, inp), flops, budget_ms,
-            result, check_bf16)
+    measure(result, "torch_grouped_mm_bf16", cm.make_torch_grouped_mm(model, inp), flops, budget_ms,
+            check_bf16)
     del inp, w8
     torch.cuda.empty_cache()
     return result
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(
-        prog="python3 -m braidinfer.compare moe-fp8",
-        description="braidinfer's FP8 block-scale MoE (seed 003's definition, seed 001's layer "
-                    "in fp8) beside torch peers in one process")
-    parser.add_argument("--shape", default="all", choices=["seed003", "seed001", "all"])
-    parser.add_argument("--tokens", type=lambda s: [int(v) for v in s.split(",")],
-                        help="token counts, comma-separated (default: seed003 1,16,256,4096; "
-                             "seed001 2048,32768,65536)")
-    parser.add_argument("--samples", type=int, default=cm.SAMPLES,
-                        help="seed001 tokens checked against the fp32 reference")
-    parser.add_argument("--quick", action="store_true", help="shorter timings (smoke test)")
-    parser.add_argument("--json", help="write every row and the environment to this file")
-    return parser
+    return cm.layer_parser("moe-fp8", "braidinfer's FP8 block-scale MoE (seed 003's definition, "
+                                      "seed 001's layer in fp8) beside torch peers in one process",
+                           ["seed003", "seed001"], "seed003 1,16,256,4096; seed001 2048,32768,65536",
+                           "seed001 tokens checked against the fp32 reference")
 
 
 def failed_checks(report):
@@ -519,15 +482,12 @@ def run(args, configs):
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = False  # the references are fp32
-    from .compare_attention import environment
-
     info = environment()
     info["torch_scaled_grouped_mm"] = hasattr(torch, "_scaled_grouped_mm")
     budget = cm.QUICK_BUDGET_MS if args.quick else cm.BUDGET_MS
     scaled = ("available (rowwise scales on Hopper)" if info["torch_scaled_grouped_mm"]
               else "not available")
-    print(f"{info['device']}, torch {info['torch']} (CUDA {info['torch_cuda']}), "
-          f"library {info.get('braidinfer_library')}; torch._scaled_grouped_mm {scaled}")
+    print_environment(info, f"; torch._scaled_grouped_mm {scaled}")
     report = {"info": info,
               "config": {"rule": {"atol": ATOL, "rtol": RTOL, "required_ratio": REQUIRED_RATIO},
                          "seed001_fp8_rel_l2_sanity": FP8_REL_L2_SANITY, "samples": args.samples,
@@ -546,8 +506,7 @@ def run(args, configs):
         report["results"].append(result)
         print(format_result(result), flush=True)
         if args.json:  # after each config, so an interrupted run keeps what it measured
-            with open(args.json, "w") as f:
-                json.dump(report, f, indent=2)
+            save_json(report, args.json)
     del ds_weights
     torch.cuda.empty_cache()
     print("\n(ratio = peer median / braidinfer median, graph timings where the peer has them; "
@@ -557,20 +516,9 @@ def run(args, configs):
 
 
 def main(argv=None):
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        configs = select_configs(args.shape, args.tokens)
-    except ValueError as e:
-        parser.error(str(e))
-    missing = cuda_torch_missing("compare moe-fp8")
-    if missing:
-        print(missing, file=sys.stderr)
-        return 2
-    report = run(args, configs)
-    if args.json:
-        print(f"wrote {args.json}")
-    return 1 if failed_checks(report) else 0
+    return run_main("moe-fp8", build_parser, run, argv,
+                    prepare=lambda args: (select_configs(args.shape, args.tokens),),
+                    exit_code=lambda report: 1 if failed_checks(report) else 0)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,8 @@
 LlamaForCausalLM on seed 001's three model shapes, one forward pass over a batch of prompts.
 
 Models (random weights, bf16, attn_implementation="sdpa", built on the GPU from a LlamaConfig: no
-download), as src/bench/prefill.cpp defines them: Llama layers with a SwiGLU MLP, one KV head per
-query head, vocab 32000, RoPE theta 10000, RMS norm eps 1e-5, untied LM head, 4096 positions:
+download), as src/bench/suites/prefill.cpp defines them: Llama layers with a SwiGLU MLP, one KV
+head per query head, vocab 32000, RoPE theta 10000, RMS norm eps 1e-5, untied LM head, 4096 positions:
 
   small    12 layers, hidden  768, 12 heads, intermediate  2048   1x128, 4x512, 16x2048
   medium   24 layers, hidden 2048, 16 heads, intermediate  5632   1x128, 4x512,  8x1024
@@ -25,11 +25,12 @@ Run on the GPU machine, from the repository root:
         [--reps N] [--quick] [--braidinfer-json F] [--json FILE]
 """
 
-import argparse
 import json
 import re
-import statistics
 import sys
+
+from .compare_harness import environment as base_environment
+from .compare_harness import error_string, event_times_ms, parser, save_json, summary_ms
 
 MODELS = {  # name -> (layers, hidden, heads, intermediate)
     "small": (12, 768, 12, 2048),
@@ -205,25 +206,13 @@ def time_forward(model, batch, length, reps):
         for _ in range(WARMUP - 1):
             model(input_ids=ids, **kwargs)
         torch.cuda.synchronize()
-        times = []
-        for _ in range(reps):
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            start.record()
-            model(input_ids=ids, **kwargs)
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
-    ms = statistics.median(times)
-    return {"median_ms": ms, "min_ms": min(times), "max_ms": max(times), "samples": reps,
-            "tokens_per_s": tokens_per_s(batch, length, ms)}
+        result = summary_ms(event_times_ms(lambda: model(input_ids=ids, **kwargs), 1, reps))
+    return {**result, "tokens_per_s": tokens_per_s(batch, length, result["median_ms"])}
 
 
 def run_model(name, cases, reps):
     """Results of one model's cases; the model is built once and freed at the end."""
     import torch
-
-    from .compare_router import error_string
 
     results = [{"model": name, "batch": b, "seq": s, "seed_h100_ms": ms, "transformers": None}
                for _, b, s, ms in cases]
@@ -249,9 +238,7 @@ def run_model(name, cases, reps):
 
 
 def environment():
-    from .compare_attention import environment as base
-
-    info = base()
+    info = base_environment()
     try:
         import transformers
 
@@ -262,21 +249,18 @@ def environment():
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(
-        prog="python3 -m braidinfer.compare prefill",
-        description="transformers LlamaForCausalLM (sdpa, bf16, random weights) prefill on seed "
-                    "001's small / medium / large models, beside `braidinfer bench prefill`")
-    parser.add_argument("--models", type=lambda s: s.split(","),
-                        help=f"comma-separated (default: {','.join(MODELS)})")
-    parser.add_argument("--reps", type=int, help=f"timed forwards per case (default {REPS}; "
-                                                 f"{QUICK_REPS} with --quick)")
-    parser.add_argument("--quick", action="store_true",
-                        help=f"the first {QUICK_CASES} batch x length pairs of each model, "
-                             f"{QUICK_REPS} timed forwards")
-    parser.add_argument("--braidinfer-json",
-                        help="`braidinfer bench prefill --json` output to put beside")
-    parser.add_argument("--json", help="write every row and the environment to this file")
-    return parser
+    p = parser("prefill", "transformers LlamaForCausalLM (sdpa, bf16, random weights) prefill on "
+                          "seed 001's small / medium / large models, beside `braidinfer bench "
+                          "prefill`",
+               quick=f"the first {QUICK_CASES} batch x length pairs of each model, {QUICK_REPS} "
+                     f"timed forwards")
+    p.add_argument("--models", type=lambda s: s.split(","),
+                   help=f"comma-separated (default: {','.join(MODELS)})")
+    p.add_argument("--reps", type=int, help=f"timed forwards per case (default {REPS}; "
+                                            f"{QUICK_REPS} with --quick)")
+    p.add_argument("--braidinfer-json",
+                   help="`braidinfer bench prefill --json` output to put beside")
+    return p
 
 
 def run(args):
@@ -311,8 +295,7 @@ def run(args):
         report["results"] += run_model(name, model_cases, reps)
         attach_braidinfer(report["results"], braid)
         if args.json:  # after each model, so an interrupted run keeps what it measured
-            with open(args.json, "w") as f:
-                json.dump(report, f, indent=2)
+            save_json(report, args.json)
     print(format_results(report["results"]))
     return report
 

@@ -25,12 +25,12 @@ Run on the GPU machine, from the repository root:
         python3 -m braidinfer.compare router [--json FILE]
 """
 
-import argparse
-import json
-import statistics
 import sys
 
 from . import ops
+from .compare_harness import (capture_graph, environment, error_string, event_times_ms,
+                              fmt_median, fmt_range, fmt_ratio, main as run_main, parser,
+                              print_environment, summary, time_alone)
 
 TOKENS = [1, 4, 256, 1024]
 EXPERTS, TOP_K = 128, 8
@@ -43,55 +43,15 @@ SEED = 0x2007E5EED
 # ---- timing ----------------------------------------------------------------------------------
 
 
-def summary(times):
-    return {"median_us": statistics.median(times), "min_us": min(times), "max_us": max(times),
-            "samples": len(times)}
-
-
-def time_alone(fn, warmup=WARMUP, reps=REPS):
-    """Event pair around one call; the GPU is idle when each start event is recorded."""
-    import torch
-
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(reps):
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3)
-    return summary(times)
-
-
 def time_graph(fn, calls=GRAPH_CALLS, reps=GRAPH_REPS):
     """`calls` calls captured once, replayed; per-call time = replay time / calls."""
     import torch
 
-    side = torch.cuda.Stream()  # capture needs a side stream warmed up first (torch's advice)
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            fn()
+    graph = capture_graph(fn, calls, 3)
     for _ in range(3):
         graph.replay()
     torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(reps):
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / calls)
-    return summary(times)
+    return summary([t * 1e3 for t in event_times_ms(graph.replay, calls, reps)])
 
 
 # ---- the implementations ---------------------------------------------------------------------
@@ -165,23 +125,6 @@ def compare_outputs(logits, got, want):
 # ---- one token count -------------------------------------------------------------------------
 
 
-def error_string(e):
-    lines = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {lines[0][:200] if lines else ''}"
-
-
-def cuda_torch_missing(what):
-    """Why comparison `what` cannot run here ("compare gemm: no CUDA device"), or None when torch
-    with a CUDA device is available."""
-    try:
-        import torch
-    except ImportError:
-        return f"{what}: needs torch (with CUDA)"
-    if not torch.cuda.is_available():
-        return f"{what}: no CUDA device"
-    return None
-
-
 def run_tokens(tokens):
     import torch
 
@@ -196,7 +139,7 @@ def run_tokens(tokens):
             out = fn()
             torch.cuda.synchronize()
             outputs[name] = (out[0].clone(), out[1].clone())
-            row["alone"] = time_alone(fn)
+            row["alone"] = time_alone(fn, WARMUP, REPS)
             row["graph"] = time_graph(fn)
         except Exception as e:  # one failing implementation must not stop the others
             row["error"] = error_string(e)
@@ -216,26 +159,15 @@ def run_tokens(tokens):
 # ---- report ----------------------------------------------------------------------------------
 
 
-def fmt_us(s):
-    return f"{s['median_us']:.2f}" if s else "-"
-
-
-def fmt_range(s):
-    return f"{s['min_us']:.2f}-{s['max_us']:.2f}" if s else "-"
-
-
-def fmt_x(v):
-    return f"{v:.1f}x" if v else "-"
-
-
 def print_report(results):
     print(f"\nMoE router, E={EXPERTS} k={TOP_K}, bf16 logits, renormalised; microseconds per call")
     print(f"{'tokens':>6} {'impl':<12} {'alone med':>10} {'alone min-max':>16} {'graph':>8}  "
           f"error")
     for r in results:
         for name, row in r["impls"].items():
-            print(f"{r['tokens']:>6} {name:<12} {fmt_us(row['alone']):>10} "
-                  f"{fmt_range(row['alone']):>16} {fmt_us(row['graph']):>8}  "
+            alone, graph = row["alone"], row["graph"]
+            print(f"{r['tokens']:>6} {name:<12} {fmt_median(alone, 'us', 2):>10} "
+                  f"{fmt_range(alone, 'us', 2):>16} {fmt_median(graph, 'us', 2):>8}  "
                   f"{row['error'] or ''}")
     print(f"\n{'tokens':>6} {'torch/braid alone':>18} {'graph':>7} {'torch_float/braid alone':>24} "
           f"{'graph':>7} {'ids equal/ties/diff':>20} {'max |dw|':>9}")
@@ -244,8 +176,10 @@ def print_report(results):
         ids = (f"{c['ids_equal_rows']}/{c['ids_tie_rows']}/{c['ids_different_rows']}" if c
                else "-")
         err = f"{c['max_abs_weight_error']:.1e}" if c else "-"
-        print(f"{r['tokens']:>6} {fmt_x(s.get('torch_alone')):>18} {fmt_x(s.get('torch_graph')):>7} "
-              f"{fmt_x(s.get('torch_float_alone')):>24} {fmt_x(s.get('torch_float_graph')):>7} "
+        x = {key: fmt_ratio(s.get(key), 1) for key in ("torch_alone", "torch_graph",
+                                                        "torch_float_alone", "torch_float_graph")}
+        print(f"{r['tokens']:>6} {x['torch_alone']:>18} {x['torch_graph']:>7} "
+              f"{x['torch_float_alone']:>24} {x['torch_float_graph']:>7} "
               f"{ids:>20} {err:>9}")
     print(f"\ntargets: braidinfer <= {TARGET_ALONE_US:g} us per call alone; torch / braidinfer "
           f">= {TARGET_SPEEDUP:g}x")
@@ -265,25 +199,18 @@ def print_report(results):
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(
-        prog="python3 -m braidinfer.compare router",
-        description="braidinfer moe_route_topk_softmax beside PyTorch softmax + topk "
-                    f"(E={EXPERTS}, k={TOP_K}, bf16, renormalised) at {TOKENS} tokens")
-    parser.add_argument("--json", help="write every row and the environment to this file")
-    return parser
+    return parser("router", "braidinfer moe_route_topk_softmax beside PyTorch softmax + topk "
+                            f"(E={EXPERTS}, k={TOP_K}, bf16, renormalised) at {TOKENS} tokens")
 
 
 def run(args, tokens_list=TOKENS):
     """Measures and prints the comparison; returns its report ({"info", "config", "results"}),
-    also written to args.json when set. Needs torch with a CUDA device."""
-    from .compare_attention import environment  # one environment header for every comparison
-
+    written to --json by main(). Needs torch with a CUDA device."""
     info = environment()
     info["timing"] = (f"alone: event pair around one call after a host sync, median of {REPS} "
                       f"({WARMUP} warm-up); graph: {GRAPH_CALLS} calls per CUDA graph, median "
                       f"of {GRAPH_REPS} replays / {GRAPH_CALLS}; L2 not flushed")
-    print(f"{info['device']}, torch {info['torch']} (CUDA {info['torch_cuda']}), "
-          f"library {info.get('braidinfer_library')}")
+    print_environment(info)
     report = {"info": info,
               "config": {"experts": EXPERTS, "k": TOP_K, "dtype": "bf16", "renormalize": True,
                          "logits": "randn", "tokens": list(tokens_list),
@@ -293,22 +220,11 @@ def run(args, tokens_list=TOKENS):
     for tokens in tokens_list:
         report["results"].append(run_tokens(tokens))
     print_report(report["results"])
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(report, f, indent=2)
     return report
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
-    missing = cuda_torch_missing("compare router")
-    if missing:
-        print(missing, file=sys.stderr)
-        return 2
-    run(args)
-    if args.json:
-        print(f"wrote {args.json}")
-    return 0
+    return run_main("router", build_parser, run, argv)
 
 
 if __name__ == "__main__":

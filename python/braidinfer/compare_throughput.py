@@ -21,7 +21,7 @@ import random
 import sys
 import time
 
-# The shapes of `braidinfer bench throughput --shape` (src/bench/decode_presets.cpp).
+# The shapes of `braidinfer bench throughput --shape` (src/bench/suites/decode.cpp).
 SHAPES = {
     "llama-3.1-8b": dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336,
                          num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,

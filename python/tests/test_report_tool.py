@@ -241,7 +241,7 @@ def test_profile_reader_is_defensive(tmp_path):
 
 
 def profile_command_doc():
-    """The layout src/bench/profile_output.cpp's profile_to_json writes."""
+    """The layout src/bench/profile/output.cpp's profile_to_json writes."""
     def kernel(name, calls, total, share, ncu=None):
         k = {"name": f"void braid::{name}<128>(Params)", "symbol": f"_Z{name}",
              "short_name": name, "kind": "kernel", "calls": calls, "total_us": total,
@@ -330,7 +330,7 @@ def test_profile_is_set_beside_the_decode_breakdown_of_the_same_model(tmp_path):
 
 
 def serve_doc():
-    """A run as src/bench/serve/serve_report.cpp's serve_json writes it."""
+    """A run as src/bench/suites/serve/serve_report.cpp's serve_json writes it."""
     def dist(m, count=4):
         return {"count": count, "mean": m, "median": m, "std": 0.5, "min": m - 1, "max": m + 1,
                 "p90": m + 0.5, "p99": m + 0.9}

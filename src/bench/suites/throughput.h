@@ -1,0 +1,50 @@
+// `braidinfer bench throughput`: the serving engine offline (no HTTP), vLLM's `bench throughput`:
+// N random prompts of input_len tokens, output_len tokens each (end-of-text ignored), all queued at
+// once. Reports requests/s, output and total tokens/s, and beside them the step-time model: each
+// step's floor from its work and the ceilings measured in the same run,
+//   max((weights read + KV read and written) / copy bandwidth, FLOPs / bf16 GEMM rate),
+// summed over the run and per kind of step (decode batches by size, steps with prompt chunks).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "bench/harness/report.h"
+#include "bench/harness/suite.h"
+#include "engine/llm_engine.h"
+
+namespace braid::bench {
+
+struct ThroughputOptions {
+  std::string model_dir;  // a Hugging Face folder, or
+  std::string shape;      // a decode_preset name: random bf16 weights (CUDA)
+  int input_len = 1024;
+  int output_len = 128;
+  int num_prompts = 1000;
+  double range_ratio = 0.0;  // lengths uniform in [len (1 - r), len (1 + r)]
+  uint64_t seed = 0;
+  engine::EngineConfig engine;
+  bool quick_ceilings = false;
+};
+
+// The floor of one step's work on ceilings `c` (seconds; 0 when a ceiling is unknown), and the
+// bytes and FLOPs behind it.
+struct StepWork {
+  double bytes = 0, flops = 0;
+};
+StepWork step_work(const model::ModelConfig& config, const engine::StepInfo& step, size_t dtype_bytes);
+double step_floor_seconds(const StepWork& w, const Ceilings& c);
+
+struct ThroughputRun {
+  Report report;        // rows: one per kind of step, and the whole run
+  std::string summary;  // the headline figures, for the terminal
+};
+
+// Throws braid::Error for bad options (sizes < 1, a prompt + output past the context).
+ThroughputRun run_throughput(const ThroughputOptions& options);
+
+// `bench throughput`: --model DIR or --shape NAME, the load (--input-len, --output-len,
+// --num-prompts, --range-ratio, --seed) and the engine's limits, as `vllm bench throughput`.
+SuiteRun throughput_command(CLI::App& cmd);
+
+}  // namespace braid::bench

@@ -1,0 +1,68 @@
+// bench decode: the presets parse, and the bytes a decode step must read match the published
+// bf16 weight sizes (ANCHORS.md: 0.99, 2.47 and 13.5 GB).
+#include <gtest/gtest.h>
+
+#include "bench/suites/decode.h"
+#include "braid/error.h"
+
+namespace braid::bench {
+namespace {
+
+TEST(BenchDecode, PresetsParseAndWeightBytesMatchTheCheckpoints) {
+  for (const auto& name : decode_preset_names()) EXPECT_NO_THROW(decode_preset(name)) << name;
+  // One token at context 1: essentially the weights (the embedding read once as the LM head when
+  // tied; an untied embedding table is not read in full).
+  const double qwen = decode_step_bytes(decode_preset("qwen2.5-0.5b"), 1, 1, 2);
+  const double llama1b = decode_step_bytes(decode_preset("llama-3.2-1b"), 1, 1, 2);
+  const double llama7b = decode_step_bytes(decode_preset("llama-2-7b"), 1, 1, 2);
+  EXPECT_NEAR(qwen / 1e9, 0.99, 0.01);
+  EXPECT_NEAR(llama1b / 1e9, 2.47, 0.01);
+  // Llama-2-7B has 6,738,415,616 parameters; untied, so of its embedding table only one row is
+  // read. Plus the KV cache of one token (K and V, 32 layers x 4096); greedy writes no logits.
+  EXPECT_DOUBLE_EQ(llama7b, (6738415616.0 - 32000 * 4096 + 4096) * 2 + 2 * 32 * 4096 * 2);
+}
+
+TEST(BenchDecode, KvCacheAndExpertsScaleWithBatchAndContext) {
+  const auto c = decode_preset("llama-3.1-8b");
+  const double kv_per_token = 2.0 * 32 * 8 * 128 * 2;  // K and V, 32 layers, 8 kv heads x 128, bf16
+  EXPECT_NEAR(decode_step_bytes(c, 1, 4097, 2) - decode_step_bytes(c, 1, 1, 2), 4096 * kv_per_token, 1);
+  const auto moe = decode_preset("qwen3-30b-a3b");
+  const double expert = 3.0 * 2048 * 768 * 2 * 48;  // one expert in every layer, bf16
+  // Each more sequence adds an embedding row and one token of KV cache
+  // (K and V, 48 layers x 4 x 128, bf16) ...
+  const double per_seq = 2048 * 2 + 2.0 * 48 * 512 * 2;
+  // ... and the experts it can reach: one token reaches 8, two 16, 64 all 128.
+  EXPECT_NEAR(decode_step_bytes(moe, 2, 1, 2) - decode_step_bytes(moe, 1, 1, 2),
+              8 * expert + per_seq, 1);
+  EXPECT_NEAR(decode_step_bytes(moe, 64, 1, 2) - decode_step_bytes(moe, 32, 1, 2), 32 * per_seq, 1);
+}
+
+TEST(BenchDecode, UnknownShapeListsTheKnownOnes) {
+  try {
+    decode_preset("gpt-5");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("llama-2-7b"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace braid::bench
+
+namespace braid::bench {
+namespace {
+
+TEST(BenchDecode, ComponentBytesAddUpToTheStep) {
+  for (const auto& name : {"qwen2.5-0.5b", "qwen3-30b-a3b", "llama-2-7b"}) {
+    const auto c = decode_preset(name);
+    double sum = 0;
+    for (const auto& [component, bytes] : decode_component_bytes(c, 4, 2048, 2)) sum += bytes;
+    // The components also count the new tokens' K/V written into the cache (qk_rope_kv), which
+    // the step's floor leaves out; everything else is the same bytes split up.
+    const double kv_written = 2.0 * c.num_layers * 4 * c.kv_dim() * 2;
+    EXPECT_NEAR(sum, decode_step_bytes(c, 4, 2048, 2) + kv_written, 1.0) << name;
+  }
+}
+
+}  // namespace
+}  // namespace braid::bench
