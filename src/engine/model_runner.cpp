@@ -213,12 +213,13 @@ StepResult ModelRunner::run(const StepPlan& plan, SampleOn on, const std::vector
   const Tensor ids = greedy_ids_.view().slice(0, 0, std::max(rows, 1));
   if (greedy_only && rows > 0) {
     model::forward(config_, weights_, *cache_, workspace_, head_in, plan.num_tokens, false, logits,
-                   {}, nullptr, ids);
+                   {}, probe_, ids);
     r.tokens.resize(static_cast<size_t>(rows));
     copy(ids.slice(0, 0, rows), Tensor(r.tokens.data(), DType::i32, Device::cpu(), {rows}));
     return r;
   }
-  model::forward(config_, weights_, *cache_, workspace_, head_in, plan.num_tokens, false, logits);
+  model::forward(config_, weights_, *cache_, workspace_, head_in, plan.num_tokens, false, logits, {},
+                 probe_);
   if (rows == 0) return r;
   if (on == SampleOn::device) {
     sample_on_device(logits.slice(0, 0, rows), sampling, ids.slice(0, 0, rows));

@@ -75,6 +75,10 @@ class ModelRunner {
   // loading, GEMM plans) and the decode graphs' capture.
   void warm_up();
 
+  // Called by forward() after each component it enqueues, in eager steps (graph replays run no
+  // forward); `braidinfer bench throughput --profile-steps` names the kernels with it. Null: none.
+  void set_forward_probe(const model::ForwardProbe* probe) { probe_ = probe; }
+
   int graph_batch_for(int batch) const;  // the ladder size a decode batch pads to (0: none)
   const std::vector<int>& graph_sizes() const { return graph_sizes_; }
   int vocab() const { return config_.vocab_size; }
@@ -109,6 +113,7 @@ class ModelRunner {
   std::vector<int> graph_sizes_;
   std::map<int, std::unique_ptr<DecodeGraph>> graphs_;
   std::vector<OwnedTensor> graph_inputs_;
+  const model::ForwardProbe* probe_ = nullptr;
 };
 
 }  // namespace braid::engine

@@ -112,6 +112,34 @@ TEST(LLMEngine, BatchedGreedyEqualsSoloThroughChunksPrefixCacheAndPreemption) {
   }
 }
 
+// bench throughput --profile-steps names a step's kernels through forward()'s probe: an eager
+// step calls it for each component of each layer, and a step after the probe is unset does not.
+TEST(LLMEngine, ForwardProbeSeesTheComponentsOfEachLayerOfAStep) {
+  TinyModelDir dir(TinyModelSpec{});
+  engine::EngineConfig cfg;
+  cfg.max_model_len = 64;
+  engine::LLMEngine eng(dir.path(), cfg);
+  eng.add_request(greedy_request("a", prompt_of(9, 96, 3), 3));
+  std::vector<std::pair<std::string, int>> calls;
+  const model::ForwardProbe probe = [&](const char* component, int layer) {
+    calls.emplace_back(component, layer);
+  };
+  eng.runner().set_forward_probe(&probe);
+  eng.step();  // the prompt
+  eng.runner().set_forward_probe(nullptr);
+  std::set<int> layers;
+  for (const auto& [component, layer] : calls) layers.insert(layer);
+  EXPECT_EQ(layers.count(0) + layers.count(eng.model_config().num_layers - 1), 2u)
+      << "the first and the last layer report their components";
+  std::set<std::string> names;
+  for (const auto& [component, layer] : calls) names.insert(component);
+  EXPECT_GE(names.size(), 4u) << "attention, projections, the MLP and the LM head at least";
+  const size_t after_prompt = calls.size();
+  eng.step();
+  EXPECT_EQ(calls.size(), after_prompt) << "an unset probe is not called";
+  run_all(eng);
+}
+
 TEST(LLMEngine, SecondRequestWithTheSamePrefixPrefillsOnlyWhatIsNew) {
   TinyModelDir dir(TinyModelSpec{});
   engine::EngineConfig cfg;

@@ -74,6 +74,7 @@ std::string pct(double share) { return fmt::format("{:.1f}%", 100.0 * share); }
 std::string opt_pct(const std::optional<double>& v) { return v ? fmt::format("{:.1f}", *v) : "-"; }
 
 std::string setup_line(const ProfileSetup& s) {
+  if (!s.what.empty()) return s.what;
   return fmt::format("{}{}, {} layers: prefill of {} tokens, {} decode steps ({})", s.model,
                      s.random_weights ? " (random weights)" : "", s.layers, s.prompt_tokens, s.steps,
                      s.graph ? "CUDA graph replays" : "eager");

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -76,6 +77,7 @@ struct ProfileTrace {
 
 // What was profiled, for the report headers.
 struct ProfileSetup {
+  std::string what;          // the run in words, when it is not `profile`'s prefill + decode steps
   std::string model;         // the shape's name or the checkpoint folder
   bool random_weights = false;
   int layers = 0;
@@ -227,6 +229,16 @@ nlohmann::json profile_to_json(const ProfileSetup& setup, const ProfileAnalysis&
 // layer / component ranges nested on one track and the CUDA API calls on a second. Timestamps in
 // microseconds from the first record.
 nlohmann::json chrome_trace(const ProfileTrace& trace, const ProfileAnalysis& analysis);
+
+// ---- any GPU work (CUDA builds only: cuda/record_activity.cpp) ----
+
+// Records the CUPTI activity of the GPU work `body` enqueues; body marks its own host ranges (a
+// phase range per step at least, add_step_ranges) on the clock it is handed (CUPTI's, ns), and
+// synchronizes before it returns. Records from before body started are dropped. Throws
+// braid::Error (unsupported) without CUPTI. `bench throughput --profile-steps` uses it.
+using RecordBody =
+    std::function<void(const std::function<uint64_t()>& now, std::vector<HostRange>& ranges)>;
+ProfileTrace record_activity(const RecordBody& body);
 
 // ---- the run (CUDA builds only: cuda/profile_run.cpp) ----
 

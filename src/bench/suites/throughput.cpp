@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -13,6 +14,7 @@
 #include "bench/harness/cuda_only.h"
 #include "bench/harness/options.h"
 #include "bench/harness/random_weights.h"
+#include "bench/profile/profile.h"
 #include "bench/suites/decode.h"
 #include "braid/error.h"
 
@@ -52,26 +54,88 @@ std::string bucket_of(const engine::StepInfo& s) {
 
 struct Bucket {
   std::vector<double> us;
-  double bytes = 0, flops = 0, floor_s = 0, seconds = 0;
+  double bytes = 0, flops = 0, floor_s = 0, sequential_s = 0, seconds = 0;
   int graph_steps = 0, tokens = 0;
 };
+
+// Runs up to o.profile_steps steps under CUPTI (after one unmarked step that takes CUPTI's
+// one-time set-up) and returns the profile's tables: steps with prompt chunks as the "prefill"
+// phase, pure decode steps as "decode"; components come from forward()'s probe in eager steps.
+std::string profile_steps(engine::LLMEngine& eng, const ThroughputOptions& o, const std::string& label,
+                          const std::function<void()>& one_step) {
+  std::vector<double> host_ms[2];  // per phase: the engine's own step time
+  const auto record = cuda_only(BRAID_CUDA_ONLY(record_activity), "bench throughput --profile-steps");
+  const ProfileTrace trace = record([&](const std::function<uint64_t()>& now,
+                                        std::vector<HostRange>& ranges) {
+    one_step();
+    std::vector<ComponentMark> marks;
+    const model::ForwardProbe probe = [&](const char* component, int layer) {
+      marks.push_back({component, layer, now()});
+    };
+    struct ProbeOff {  // the probe lives on this stack frame: unset it on every way out
+      engine::ModelRunner& runner;
+      ~ProbeOff() { runner.set_forward_probe(nullptr); }
+    } probe_off{eng.runner()};
+    eng.runner().set_forward_probe(&probe);
+    for (int i = 0; i < o.profile_steps && eng.has_unfinished(); ++i) {
+      marks.clear();
+      const uint64_t start = now();
+      one_step();
+      const uint64_t end = now();
+      const engine::StepInfo& s = eng.last_step();
+      if (!s.ran) continue;
+      const bool mixed = s.decode_seqs != s.seqs;
+      host_ms[mixed ? 0 : 1].push_back(s.seconds * 1e3);
+      add_step_ranges(ranges, mixed ? "prefill" : "decode", i, start, start, marks, end);
+    }
+  });
+  ProfileSetup setup;
+  setup.model = label;
+  setup.layers = eng.model_config().num_layers;
+  setup.steps = o.profile_steps;
+  setup.graph = o.engine.cuda_graphs;
+  setup.what = fmt::format("{} engine steps of bench throughput from step {} ({} in / {} out): "
+                           "\"prefill\" = steps with prompt chunks (eager), \"decode\" = decode-only "
+                           "steps ({})",
+                           o.profile_steps, o.profile_from, o.input_len, o.output_len,
+                           o.engine.cuda_graphs ? "CUDA graph replays" : "eager");
+  std::string out = format_profile(setup, analyze_profile(trace), NcuSummary{});
+  for (int p = 0; p < 2; ++p)
+    if (!host_ms[p].empty())
+      out += fmt::format("{} steps: engine step time (host, upload to tokens) median {:.3f} ms over {}\n",
+                         p == 0 ? "prefill" : "decode", percentile(host_ms[p], 50), host_ms[p].size());
+  return out;
+}
 
 }  // namespace
 
 StepWork step_work(const model::ModelConfig& c, const engine::StepInfo& s, size_t dtype_bytes) {
   StepWork w;
   // Weights: those a step of this many tokens reaches (decode_step_bytes with no context).
-  w.bytes = decode_step_bytes(c, std::max(s.tokens, 1), 0, dtype_bytes);
-  w.bytes += kv_bytes_per_token(c, dtype_bytes) * static_cast<double>(s.kv_tokens);
-  w.flops = matmul_flops_per_token(c) * s.tokens +
-            4.0 * c.num_layers * c.num_heads * c.head_dim * s.attention_pairs +
-            2.0 * c.hidden_size * c.vocab_size * s.seqs;
+  w.matmul_bytes = decode_step_bytes(c, std::max(s.tokens, 1), 0, dtype_bytes);
+  w.matmul_flops = matmul_flops_per_token(c) * s.tokens + 2.0 * c.hidden_size * c.vocab_size * s.seqs;
+  w.attention_bytes = kv_bytes_per_token(c, dtype_bytes) * static_cast<double>(s.kv_tokens);
+  w.attention_flops = 4.0 * c.num_layers * c.num_heads * c.head_dim * s.attention_pairs;
+  w.bytes = w.matmul_bytes + w.attention_bytes;
+  w.flops = w.matmul_flops + w.attention_flops;
   return w;
 }
 
+namespace {
+double bound_seconds(double bytes, double flops, const Ceilings& c) {
+  return std::max(bytes / (c.copy_gbps * 1e9), flops / (c.gemm_tflops * 1e12));
+}
+}  // namespace
+
 double step_floor_seconds(const StepWork& w, const Ceilings& c) {
   if (c.copy_gbps <= 0 || c.gemm_tflops <= 0) return 0;
-  return std::max(w.bytes / (c.copy_gbps * 1e9), w.flops / (c.gemm_tflops * 1e12));
+  return bound_seconds(w.bytes, w.flops, c);
+}
+
+double sequential_floor_seconds(const StepWork& w, const Ceilings& c) {
+  if (c.copy_gbps <= 0 || c.gemm_tflops <= 0) return 0;
+  return bound_seconds(w.matmul_bytes, w.matmul_flops, c) +
+         bound_seconds(w.attention_bytes, w.attention_flops, c);
 }
 
 ThroughputRun run_throughput(const ThroughputOptions& o) {
@@ -80,6 +144,9 @@ ThroughputRun run_throughput(const ThroughputOptions& o) {
                 "bench throughput: --input-len, --output-len and --num-prompts must be >= 1");
   if (!(o.range_ratio >= 0 && o.range_ratio < 1))
     throw Error(ErrorKind::invalid_argument, "bench throughput: --range-ratio must be in [0, 1)");
+  if (o.profile_steps < 0 || o.profile_from < 0)
+    throw Error(ErrorKind::invalid_argument,
+                "bench throughput: --profile-steps and --profile-from must be >= 0");
   if (o.model_dir.empty() == o.shape.empty())
     throw Error(ErrorKind::invalid_argument, "bench throughput: give --model or --shape (one)");
 
@@ -141,23 +208,37 @@ ThroughputRun run_throughput(const ThroughputOptions& o) {
   for (const engine::Request& r : requests) eng->add_request(r);
   std::map<std::string, Bucket> buckets;
   Bucket all;
-  while (eng->has_unfinished()) {
+  int steps_run = 0;
+  auto one_step = [&] {
     for (const engine::SequenceOutput& out : eng->step())
       output_tokens += static_cast<int64_t>(out.tokens.size());
+    ++steps_run;
     const engine::StepInfo& s = eng->last_step();
-    if (!s.ran) continue;
+    if (!s.ran) return;
     const StepWork w = step_work(config, s, dtype_bytes);
     const double floor_s = step_floor_seconds(w, run.report.ceilings);
+    const double sequential_s = sequential_floor_seconds(w, run.report.ceilings);
     for (Bucket* b : {&buckets[bucket_of(s)], &all}) {
       b->us.push_back(s.seconds * 1e6);
       b->bytes += w.bytes, b->flops += w.flops, b->floor_s += floor_s, b->seconds += s.seconds;
+      b->sequential_s += sequential_s;
       b->graph_steps += s.graph ? 1 : 0;
       b->tokens += s.tokens;
     }
+  };
+  std::string profile;
+  while (eng->has_unfinished()) {
+    if (o.profile_steps > 0 && steps_run == o.profile_from && cuda)
+      profile = profile_steps(*eng, o, label, one_step);
+    else
+      one_step();
   }
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   auto ratio = [](const Bucket& b) { return b.floor_s > 0 ? fmt::format("{:.2f}x", b.seconds / b.floor_s) : "n/a"; };
+  auto sequential = [](const Bucket& b) {
+    return b.sequential_s > 0 ? fmt::format("{:.2f}x", b.seconds / b.sequential_s) : "n/a";
+  };
   const std::string params_base = fmt::format("{} in {} out {} prompts", o.input_len, o.output_len,
                                               o.num_prompts);
   for (const auto& [name, b] : buckets) {
@@ -170,8 +251,9 @@ ThroughputRun run_throughput(const ThroughputOptions& o) {
     row.bytes = b.bytes / n;
     row.flops = b.flops / n;
     row.bound = roofline_bound(row.flops, row.bytes, run.report.ceilings);
-    row.note = fmt::format("sum {:.1f} ms, floor {:.1f} ms, {} the floor", b.seconds * 1e3,
-                           b.floor_s * 1e3, ratio(b));
+    row.note = fmt::format("sum {:.1f} ms, floor {:.1f} ms, {} the floor; sequential floor {:.1f} ms, {}",
+                           b.seconds * 1e3, b.floor_s * 1e3, ratio(b), b.sequential_s * 1e3,
+                           sequential(b));
     record_row(run.report, std::move(row));
   }
   ResultRow total;
@@ -183,23 +265,29 @@ ThroughputRun run_throughput(const ThroughputOptions& o) {
   total.flops = all.flops;
   total.bound = roofline_bound(total.flops, total.bytes, run.report.ceilings);
   total.note = fmt::format("{:.2f} req/s, {:.0f} output tok/s, {:.0f} total tok/s; steps {:.2f} s, floor "
-                           "{:.2f} s, {} the floor",
+                           "{:.2f} s, {} the floor; sequential floor {:.2f} s, {}",
                            o.num_prompts / elapsed, output_tokens / elapsed,
-                           (prompt_tokens + output_tokens) / elapsed, all.seconds, all.floor_s, ratio(all));
+                           (prompt_tokens + output_tokens) / elapsed, all.seconds, all.floor_s, ratio(all),
+                           all.sequential_s, sequential(all));
   record_row(run.report, total);
 
   run.summary = fmt::format(
       "{} on {} {}: {} prompts ({} prompt tokens, {} generated) in {:.2f} s\n"
       "  {:.2f} requests/s, {:.0f} output tokens/s, {:.0f} total tokens/s\n"
       "  {} steps ({} from CUDA graphs), {:.2f} s in steps; step-time floor {:.2f} s -> {} the floor\n"
+      "  (sequential floor, matrix products then attention each at its bound: {:.2f} s -> {})\n"
       "  KV pool {} pages, {} preemptions, prefix cache hit {:.1f}%\n",
       label, device_name(eng->device()), dtype_name(eng->dtype()), o.num_prompts, prompt_tokens,
       output_tokens, elapsed, o.num_prompts / elapsed, output_tokens / elapsed,
       (prompt_tokens + output_tokens) / elapsed, all.us.size(), all.graph_steps, all.seconds,
-      all.floor_s, ratio(all), eng->num_kv_pages(), eng->scheduler().preemptions(),
+      all.floor_s, ratio(all), all.sequential_s, sequential(all), eng->num_kv_pages(), eng->scheduler().preemptions(),
       eng->blocks().prefix_queried_tokens()
           ? 100.0 * eng->blocks().prefix_hit_tokens() / eng->blocks().prefix_queried_tokens()
           : 0.0);
+  if (o.profile_steps > 0)
+    run.summary += profile.empty() ? fmt::format("\nno profile: the run ended before step {} or "
+                                                 "had no CUDA device\n", o.profile_from)
+                                   : "\n" + profile;
   return run;
 }
 
@@ -233,6 +321,9 @@ SuiteRun throughput_command(CLI::App& cmd) {
   cmd.add_flag("--enforce-eager", a->enforce_eager, "No CUDA graphs");
   cmd.add_flag("--no-enable-prefix-caching", a->no_prefix_caching, "Prefix caching off");
   cmd.add_flag("--quick-ceilings", o.quick_ceilings, "Smaller ceiling measurements");
+  cmd.add_option("--profile-steps", o.profile_steps,
+                 "Record N steps with CUPTI and print their kernels (CUDA)");
+  cmd.add_option("--profile-from", o.profile_from, "The first step recorded")->capture_default_str();
   return [a] {
     ThroughputOptions o = a->options;
     o.engine.device = device_from_option(a->device, "bench throughput");

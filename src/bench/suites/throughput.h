@@ -25,19 +25,32 @@ struct ThroughputOptions {
   uint64_t seed = 0;
   engine::EngineConfig engine;
   bool quick_ceilings = false;
+  // A CUPTI trace of profile_steps steps from step profile_from on (CUDA): the kernels of the
+  // steps with prompt chunks ("prefill" in the tables) and of the pure decode steps, per
+  // component for eager steps. Those steps' times include CUPTI's cost.
+  int profile_steps = 0;
+  int profile_from = 100;
 };
 
-// The floor of one step's work on ceilings `c` (seconds; 0 when a ceiling is unknown), and the
-// bytes and FLOPs behind it.
+// The work of one step: the matrix products (the weights they read, the LM head included) and
+// attention (the K/V it reads and writes), and their sums.
 struct StepWork {
   double bytes = 0, flops = 0;
+  double matmul_bytes = 0, matmul_flops = 0;
+  double attention_bytes = 0, attention_flops = 0;
 };
 StepWork step_work(const model::ModelConfig& config, const engine::StepInfo& step, size_t dtype_bytes);
+// The step's floor on ceilings `c` (seconds; 0 when a ceiling is unknown): the whole step's work
+// at the slower of copy bandwidth and the GEMM rate. A step of prompt chunks is compute bound and
+// its decode rows' K/V reads memory bound, so this floor is reached only by overlapping the two.
 double step_floor_seconds(const StepWork& w, const Ceilings& c);
+// The floor of the same work run as the engine runs it, one part after the other: the matrix
+// products at their bound, then attention at its bound.
+double sequential_floor_seconds(const StepWork& w, const Ceilings& c);
 
 struct ThroughputRun {
   Report report;        // rows: one per kind of step, and the whole run
-  std::string summary;  // the headline figures, for the terminal
+  std::string summary;  // the headline figures (and the profile's tables), for the terminal
 };
 
 // Throws braid::Error for bad options (sizes < 1, a prompt + output past the context).
