@@ -12,11 +12,34 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "braid/stream.h"
 #include "braid/tensor.h"
 
 namespace braid::ops {
+
+// ---------------------------------------------------------------------------------------------
+// Weight: a weight matrix as the matmul ops (gemm, rms_norm_gemm, gemm_add, swiglu_gemm_add)
+// take it: w [n, k] in the activations' dtype; or w in fp8 e4m3 with f32 scales, each value
+// w[i, j] * scale(i, j), where scale is contiguous and either
+//   [ceil(n / 128), ceil(k / 128)]: one per 128 x 128 block (DeepSeek-V3's and Qwen3-FP8's
+//                                    weight_scale_inv), or
+//   [n, 1]:                          one per output row (compressed-tensors' per-channel scale).
+// The activations stay 16-bit. On CUDA an fp8 product of up to 16 rows streams w through the
+// GEMV kernel, exactly (fp32 sums of the exact products); longer ones quantize the activations to
+// fp8 per row and 128 columns (DeepSeek-V3's recipe) for cuBLASLt's block-scaled fp8 GEMM (128 x
+// 128 weight scales only; k % 128 == 0). The CPU reference is the exact product.
+struct Weight {
+  Tensor w;
+  Tensor scale;  // undefined for a 16-bit w
+  // A 16-bit weight: anything a Tensor converts from (a Tensor, an OwnedTensor), implicitly, so
+  // the ops take their weights as they did before fp8.
+  template <class T, class = std::enable_if_t<std::is_convertible_v<const T&, Tensor>>>
+  Weight(const T& w) : w(w) {}  // NOLINT(google-explicit-constructor)
+  Weight(const Tensor& w, const Tensor& scale) : w(w), scale(scale) {}
+  bool fp8() const { return w.dtype == DType::f8e4m3; }
+};
 
 // ---------------------------------------------------------------------------------------------
 // embedding: out[i, :] = table[ids[i], :]
@@ -99,7 +122,8 @@ void silu_mul(const Tensor& x, const Tensor& out, Stream stream = {});
 // ---------------------------------------------------------------------------------------------
 // gemm: out = a @ w^T (+ bias), fp32 accumulation.
 //   a    [m, k] f16 or bf16, rows (row stride >= k)
-//   w    [n, k] same dtype as a: the Hugging Face [out_features, in_features] layout, contiguous
+//   w    [n, k] same dtype as a: the Hugging Face [out_features, in_features] layout, contiguous;
+//        or fp8 with its scales (Weight); then out is a's dtype
 //   bias [n] same dtype as out (cuBLASLt's bias epilogue adds in the output type), contiguous,
 //        or undefined (Tensor{}) for none
 //   out  [m, n] a's dtype or f32, rows (row stride >= n)
@@ -109,7 +133,7 @@ void silu_mul(const Tensor& x, const Tensor& out, Stream stream = {});
 // call with a shape plans; later calls, and CUDA-graph capture of them, allocate nothing). The
 // cuBLASLt workspace is one per device: cuBLASLt gemms on different streams of one device must
 // not run concurrently. On the CPU inputs of f32 are also accepted (reference only).
-void gemm(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out,
+void gemm(const Tensor& a, const Weight& w, const Tensor& bias, const Tensor& out,
           Stream stream = {});
 
 // ---------------------------------------------------------------------------------------------
@@ -543,7 +567,7 @@ void add_inplace(const Tensor& x, const Tensor& residual, Stream stream = {});
 //   w, bias     as gemm (bias [n] in out's dtype, or undefined)
 //   out         [m, n] x's dtype or f32, rows
 //   normed      [m, k] x's dtype, rows: scratch for the unfused path
-void rms_norm_gemm(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
+void rms_norm_gemm(const Tensor& x, const Tensor& norm_weight, float eps, const Weight& w,
                    const Tensor& bias, const Tensor& out, const Tensor& normed,
                    Stream stream = {});
 
@@ -565,14 +589,14 @@ void rms_norm_gemm_argmax(const Tensor& x, const Tensor& norm_weight, float eps,
 // the residual stream, with transformers' two roundings).
 //   a [m, k], w [n, k], bias [n] a's dtype or undefined: as gemm
 //   residual [m, n] a's dtype, rows (in-out);  scratch [m, n] a's dtype, rows
-void gemm_add(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& residual,
+void gemm_add(const Tensor& a, const Weight& w, const Tensor& bias, const Tensor& residual,
               const Tensor& scratch, Stream stream = {});
 
 // swiglu_gemm_add: residual = to_dtype(residual + to_dtype(silu_mul(gate_up) @ w^T)), silu_mul's
 // rounding (one rounding of silu(g) * u).
 //   gate_up [m, 2I] rows (gate = [:, :I], up = [:, I:]);  w [n, I] gate_up's dtype, contiguous
 //   residual [m, n] rows (in-out);  act [m, I] rows, scratch [m, n] rows: all gate_up's dtype
-void swiglu_gemm_add(const Tensor& gate_up, const Tensor& w, const Tensor& residual,
+void swiglu_gemm_add(const Tensor& gate_up, const Weight& w, const Tensor& residual,
                      const Tensor& act, const Tensor& scratch, Stream stream = {});
 
 }  // namespace braid::ops

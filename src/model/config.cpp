@@ -329,6 +329,65 @@ bool ModelConfig::layer_is_moe(int layer) const {
   return (layer + 1) % decoder_sparse_step == 0;
 }
 
+namespace {
+
+// quantization_config: which fp8 format the linear layers are in (checked field by field).
+WeightFormat parse_quantization(const Source& cfg) {
+  const json* q = get(cfg, "quantization_config");
+  if (q == nullptr) return WeightFormat::dense;
+  if (!q->is_object()) field_error(ErrorKind::invalid_argument, cfg, "quantization_config", "an object", q);
+  const Source s{*q, cfg.file, "quantization_config."};
+  const std::string method = optional_string(s, "quant_method", "");
+  if (method == "fp8") {
+    const std::string fmt = optional_string(s, "fmt", "e4m3");
+    if (fmt != "e4m3") unsupported(s, "fmt", "fp8 format '" + fmt + "' is not supported (e4m3)");
+    const std::string act = optional_string(s, "activation_scheme", "dynamic");
+    if (act != "dynamic")
+      unsupported(s, "activation_scheme",
+                  "activation scheme '" + act + "' is not supported (dynamic: scales per token)");
+    const json* block = get(s, "weight_block_size");
+    if (block == nullptr || *block != json::array({128, 128}))
+      unsupported(s, "weight_block_size",
+                  "fp8 weights need 128 x 128 scale blocks ([128, 128]); got " + describe_value(block));
+    return WeightFormat::fp8_blocks;
+  }
+  if (method == "compressed-tensors") {
+    // One config group of 8-bit float weights per output channel, dynamic per-token activations.
+    const json* groups = get(s, "config_groups");
+    if (groups == nullptr || !groups->is_object() || groups->size() != 1)
+      unsupported(s, "config_groups", "compressed-tensors checkpoints with one config group are supported");
+    const Source g{groups->begin().value(), cfg.file, s.prefix + "config_groups." + groups->begin().key() + "."};
+    const json* w = get(g, "weights");
+    // Compared as JSON values: a field of the wrong type is a mismatch, not an exception.
+    auto field_is = [](const json* o, const char* key, const json& want) {
+      return o != nullptr && o->is_object() && o->contains(key) && (*o)[key] == want;
+    };
+    const bool fp8_channel = field_is(w, "num_bits", 8) && field_is(w, "type", "float") &&
+                             field_is(w, "strategy", "channel");
+    if (!fp8_channel)
+      unsupported(g, "weights", "only 8-bit float weights per channel (FP8-dynamic) are supported; got " +
+                                    describe_value(w));
+    const json* a = get(g, "input_activations");
+    if (a != nullptr && !field_is(a, "dynamic", true))
+      unsupported(g, "input_activations", "only dynamic activation scales are supported; got " +
+                                              describe_value(a));
+    return WeightFormat::fp8_per_channel;
+  }
+  unsupported(s, "quant_method", "quantization '" + method +
+                                     "' is not supported (fp8, compressed-tensors float8 per channel)");
+}
+
+}  // namespace
+
+std::string_view weight_format_name(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::dense: return "dense";
+    case WeightFormat::fp8_blocks: return "fp8 (128 x 128 blocks)";
+    case WeightFormat::fp8_per_channel: return "fp8 (per channel)";
+  }
+  return "?";
+}
+
 ModelConfig parse_config(const std::string& config_json, const std::string& generation_config_json,
                          const std::string& source_name, const std::string& generation_source_name) {
   const json root = parse_object(config_json, source_name);
@@ -365,6 +424,7 @@ ModelConfig parse_config(const std::string& config_json, const std::string& gene
   m.max_position_embeddings = optional_int(s, "max_position_embeddings", default_max_pos);
   m.tie_word_embeddings = optional_bool(s, "tie_word_embeddings", false);
   m.dtype = parse_dtype(s);
+  m.weights = parse_quantization(s);
 
   const std::string act = optional_string(s, "hidden_act", "silu");
   if (act != "silu")

@@ -16,8 +16,20 @@ std::string_view arch_name(Arch a);
 // Lists the supported architecture names, for error messages.
 std::string supported_architectures();
 
+// How the checkpoint's linear layers (attention and MLP projections, experts) are stored. The
+// embeddings, norms, routers and the LM head stay 16-bit in every format.
+enum class WeightFormat {
+  dense,            // the checkpoint's dtype
+  fp8_blocks,       // quantization_config.quant_method "fp8", weight_block_size [128, 128]:
+                    // float8_e4m3fn weights, "<name>_scale_inv" f32 per 128 x 128 block
+  fp8_per_channel,  // compressed-tensors float-quantized: float8_e4m3fn weights,
+                    // "<name>_scale" f32 per output row ([n, 1])
+};
+std::string_view weight_format_name(WeightFormat f);
+
 struct ModelConfig {
   Arch arch = Arch::llama;
+  WeightFormat weights = WeightFormat::dense;
   int vocab_size = 0;
   int hidden_size = 0;
   int intermediate_size = 0;   // dense MLP
@@ -61,7 +73,9 @@ struct ModelConfig {
 // max_position_embeddings / original_max_position_embeddings (transformers 5).
 // Throws braid::Error naming the file and the field: ErrorKind::io for a missing file or broken
 // JSON, invalid_argument for a missing or out-of-range value, unsupported for an architecture,
-// rope type, activation, dtype or sliding window this engine does not run.
+// rope type, activation, dtype, sliding window or quantization this engine does not run
+// (quantization_config: "fp8" with 128 x 128 blocks and dynamic activations, or
+// compressed-tensors float 8-bit per-channel weights with dynamic per-token activations).
 ModelConfig load_config(const std::string& dir);
 // The same from JSON text already read (generation_config may be empty). The source names are
 // what error messages call the two files.

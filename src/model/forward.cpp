@@ -146,7 +146,7 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
     const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
     // The residual stream is only ever added to; each block's RMSNorm runs inside the projection
     // that consumes it (one kernel in the decode step; norm + gemm for longer inputs).
-    ops::rms_norm_gemm(residual, lw.attn_norm, eps, lw.qkv, lw.qkv_bias, qkv, normed, s);
+    ops::rms_norm_gemm(residual, lw.attn_norm, eps, {lw.qkv, lw.qkv_scale}, lw.qkv_bias, qkv, normed, s);
     mark("qkv_proj", l);
     const Tensor q = heads_view(qkv, n, 0, qh, hd);
     const Tensor k = heads_view(qkv, n, qh * hd, kvh, hd);
@@ -164,14 +164,15 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
     else
       ops::attention(q, in.cu_seqlens_q, kv, /*causal=*/true, scale, attn_heads, Tensor{}, s);
     mark("attention", l);
-    ops::gemm_add(attn, lw.o_proj, lw.o_bias, residual, proj, s);
+    ops::gemm_add(attn, {lw.o_proj, lw.o_proj_scale}, lw.o_bias, residual, proj, s);
     mark("o_proj", l);
 
     if (!c.layer_is_moe(l)) {
       const Tensor mlp = rows(ws.mlp, n), act = rows(ws.act, n);
-      ops::rms_norm_gemm(residual, lw.mlp_norm, eps, lw.gate_up, Tensor{}, mlp, normed, s);
+      ops::rms_norm_gemm(residual, lw.mlp_norm, eps, {lw.gate_up, lw.gate_up_scale}, Tensor{}, mlp,
+                         normed, s);
       mark("gate_up_proj", l);
-      ops::swiglu_gemm_add(mlp, lw.down, residual, act, proj, s);
+      ops::swiglu_gemm_add(mlp, {lw.down, lw.down_scale}, residual, act, proj, s);
       mark("down_proj", l);
     } else {
       const Tensor router_logits = rows(ws.router_logits, n);

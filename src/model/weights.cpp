@@ -20,9 +20,10 @@ class Builder {
   Builder(Device device, DType dtype, Weights& w, const WeightSource& source)
       : device_(device), dtype_(dtype), weights_(w), source_(source) {}
 
-  // A new device tensor of the engine's dtype.
-  Tensor allocate(const std::vector<int64_t>& shape) {
-    weights_.storage.emplace_back(dtype_, shape, device_);
+  // A new device tensor of the engine's dtype (or another).
+  Tensor allocate(const std::vector<int64_t>& shape) { return allocate(shape, dtype_); }
+  Tensor allocate(const std::vector<int64_t>& shape, DType dtype) {
+    weights_.storage.emplace_back(dtype, shape, device_);
     const Tensor& t = weights_.storage.back().view();
     weights_.bytes += t.nbytes();
     return t;
@@ -48,6 +49,34 @@ class Builder {
     for (size_t i = 0; i < names.size(); ++i) {
       fill(names[i], cols ? std::vector<int64_t>{rows[i], cols} : std::vector<int64_t>{rows[i]},
            t.slice(0, at, at + rows[i]));
+      at += rows[i];
+    }
+    return t;
+  }
+
+  // A linear layer of several Hugging Face matrices stacked by rows (stack), in the checkpoint's
+  // format: 16-bit, or fp8 with its scales stacked the same way (which needs each matrix's rows
+  // in whole 128-row blocks).
+  Tensor linear(WeightFormat format, const std::vector<std::string>& names,
+                const std::vector<int64_t>& rows, int64_t cols, Tensor& scale) {
+    if (format == WeightFormat::dense) return stack(names, rows, cols);
+    const bool blocks = format == WeightFormat::fp8_blocks;
+    int64_t total = 0;
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (blocks && rows[i] % 128 != 0)
+        throw Error(ErrorKind::unsupported,
+                    "checkpoint: fp8 tensor '" + names[i] + "' has " + std::to_string(rows[i]) +
+                        " rows; packing its 128 x 128 scale blocks needs a multiple of 128");
+      total += rows[i];
+    }
+    const int64_t scale_cols = blocks ? (cols + 127) / 128 : 1;
+    Tensor t = allocate({total, cols}, DType::f8e4m3);
+    scale = allocate({blocks ? total / 128 : total, scale_cols}, DType::f32);
+    int64_t at = 0;
+    for (size_t i = 0; i < names.size(); ++i) {
+      fill(names[i], {rows[i], cols}, t.slice(0, at, at + rows[i]));
+      const int64_t s0 = blocks ? at / 128 : at, s1 = blocks ? (at + rows[i]) / 128 : at + rows[i];
+      fill(names[i] + (blocks ? "_scale_inv" : "_scale"), {s1 - s0, scale_cols}, scale.slice(0, s0, s1));
       at += rows[i];
     }
     return t;
@@ -94,8 +123,8 @@ Weights build_weights(const ModelConfig& c, Device device, DType dtype, const We
     const std::string p = "model.layers." + std::to_string(l) + ".";
     const std::string a = p + "self_attn.";
     lw.attn_norm = b.load(p + "input_layernorm.weight", {H});
-    lw.qkv = b.stack({a + "q_proj.weight", a + "k_proj.weight", a + "v_proj.weight"},
-                     {qd, kvd, kvd}, H);
+    lw.qkv = b.linear(c.weights, {a + "q_proj.weight", a + "k_proj.weight", a + "v_proj.weight"},
+                      {qd, kvd, kvd}, H, lw.qkv_scale);
     if (c.qkv_bias)
       lw.qkv_bias = b.stack({a + "q_proj.bias", a + "k_proj.bias", a + "v_proj.bias"},
                             {qd, kvd, kvd}, 0);
@@ -103,16 +132,20 @@ Weights build_weights(const ModelConfig& c, Device device, DType dtype, const We
       lw.q_norm = b.load(a + "q_norm.weight", {hd});
       lw.k_norm = b.load(a + "k_norm.weight", {hd});
     }
-    lw.o_proj = b.load(a + "o_proj.weight", {H, qd});
+    lw.o_proj = b.linear(c.weights, {a + "o_proj.weight"}, {H}, qd, lw.o_proj_scale);
     if (c.o_bias) lw.o_bias = b.load(a + "o_proj.bias", {H});
     lw.mlp_norm = b.load(p + "post_attention_layernorm.weight", {H});
 
     if (!c.layer_is_moe(l)) {
       const int I = c.intermediate_size;
-      lw.gate_up = b.stack({p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}, {I, I}, H);
-      lw.down = b.load(p + "mlp.down_proj.weight", {H, I});
+      lw.gate_up = b.linear(c.weights, {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"},
+                            {I, I}, H, lw.gate_up_scale);
+      lw.down = b.linear(c.weights, {p + "mlp.down_proj.weight"}, {H}, I, lw.down_scale);
       continue;
     }
+    if (c.weights != WeightFormat::dense)
+      throw Error(ErrorKind::unsupported, "checkpoint: fp8 experts (layer " + std::to_string(l) +
+                                              ") are not supported yet: only dense fp8 models load");
     const int E = c.num_experts, I = c.moe_intermediate_size;
     if (c.arch == Arch::mixtral) {
       lw.router = b.load(p + "block_sparse_moe.gate.weight", {E, H});
@@ -137,18 +170,28 @@ Weights load_weights(const ModelConfig& c, const Checkpoint& checkpoint, Device 
       throw Error(ErrorKind::io, "checkpoint: tensor '" + name + "' in " + e->file +
                                      ": expected shape " + shape_text(shape) + ", got " +
                                      shape_text(e->shape));
-    if (e->dtype != c.dtype)
+    // fp8 values are taken as stored; their scales in any float type (f32 or bf16 in the wild);
+    // everything else in the dtype config.json declares.
+    const bool fp8 = dst.dtype == DType::f8e4m3;
+    const bool scale = dst.dtype == DType::f32 && c.weights != WeightFormat::dense &&
+                       (name.ends_with("_scale_inv") || name.ends_with("_scale"));
+    const bool ok = fp8 ? e->dtype == DType::f8e4m3
+                  : scale ? (e->dtype == DType::f32 || e->dtype == DType::bf16 || e->dtype == DType::f16)
+                          : e->dtype == c.dtype;
+    if (!ok)
       throw Error(ErrorKind::io, "checkpoint: tensor '" + name + "' in " + e->file + " is " +
-                                     std::string(dtype_name(e->dtype)) + " but config.json says " +
-                                     std::string(dtype_name(c.dtype)));
+                                     std::string(dtype_name(e->dtype)) + " but " +
+                                     (fp8 ? std::string("the fp8 checkpoint needs F8_E4M3")
+                                      : scale ? std::string("a scale must be F32, BF16 or F16")
+                                              : "config.json says " + std::string(dtype_name(c.dtype))));
     const int64_t n = dst.numel();
-    if (e->dtype == dtype) {
-      copy(Tensor(const_cast<void*>(e->data), dtype, Device::cpu(), {n}), dst.reshape({n}));
+    if (e->dtype == dst.dtype) {
+      copy(Tensor(const_cast<void*>(e->data), dst.dtype, Device::cpu(), {n}), dst.reshape({n}));
       return;
     }
-    staging = OwnedTensor(dtype, {n}, Device::cpu());
+    staging = OwnedTensor(dst.dtype, {n}, Device::cpu());
     for (int64_t i = 0; i < n; ++i)
-      store_from_float(staging.data(), dtype, i, load_as_float(e->data, e->dtype, i));
+      store_from_float(staging.data(), dst.dtype, i, load_as_float(e->data, e->dtype, i));
     copy(staging.view(), dst.reshape({n}));
   };
   return build_weights(c, device, dtype, from_checkpoint);

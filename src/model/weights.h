@@ -13,18 +13,25 @@
 
 namespace braid::model {
 
+// The linear layers (qkv, o_proj, gate_up, down) are in the weights' dtype, or, for an fp8
+// checkpoint (ModelConfig::weights), fp8 e4m3 with the f32 *_scale beside them (ops::Weight's
+// layouts: [rows / 128, cols / 128] blocks, or [rows, 1] per row).
 struct LayerWeights {
   Tensor attn_norm;  // [hidden]
   Tensor qkv;        // [q_dim + 2 kv_dim, hidden]
+  Tensor qkv_scale;  // fp8 only
   Tensor qkv_bias;   // [q_dim + 2 kv_dim] or undefined
   Tensor q_norm;     // [head_dim] or undefined (Qwen3)
   Tensor k_norm;     // [head_dim] or undefined
   Tensor o_proj;     // [hidden, q_dim]
+  Tensor o_proj_scale;
   Tensor o_bias;     // [hidden] or undefined
   Tensor mlp_norm;   // [hidden]
   // Dense MLP.
   Tensor gate_up;    // [2 I, hidden]
+  Tensor gate_up_scale;
   Tensor down;       // [hidden, I]
+  Tensor down_scale;
   // Mixture of experts.
   Tensor router;           // [E, hidden]
   Tensor experts_gate_up;  // [E, 2 I_moe, hidden]
@@ -44,7 +51,8 @@ struct Weights {
 
 // Where each weight's values come from: called once per Hugging Face tensor with its name, the
 // shape the config implies for it and the destination (a contiguous slice on the device, in the
-// engine's dtype).
+// engine's dtype; for an fp8 checkpoint's linear layers an f8e4m3 slice, and their scales, named
+// "<weight>_scale_inv" or "<weight>_scale", an f32 slice).
 using WeightSource = std::function<void(const std::string& name, const std::vector<int64_t>& shape,
                                         const Tensor& dst)>;
 

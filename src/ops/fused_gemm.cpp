@@ -7,6 +7,7 @@
 #include "core/device_guard.h"
 #include "ops/check.h"
 #include "ops/cpu/cpu_ops.h"
+#include "ops/weight_check.h"
 #if BRAID_WITH_CUDA
 #include "ops/cuda/cuda_ops.h"
 #endif
@@ -42,15 +43,17 @@ void check_matrix(const char* op, const char* arg, const Tensor& t, DType dtype,
                 "row stride " + std::to_string(t.row_stride()) + " for shape " + shape_string(t));
 }
 
-// w [n, k] of `dtype`, contiguous; returns n.
-int64_t check_weight(const char* op, const Tensor& w, DType dtype, int64_t k) {
-  check::defined(op, "w", w);
-  check::dtype_eq(op, "w", w, dtype);
-  check::ndim_eq(op, "w", w, 2);
-  check::dim_eq(op, "w", w, 1, k, "k, the columns of the product");
-  check::contiguous(op, "w", w);
-  if (w.size(0) < 1) check::fail(ErrorKind::shape, op, "w", "n >= 1 rows", shape_string(w));
-  return w.size(0);
+// w [n, k] of `dtype` (or fp8 with its scales: ops::Weight), contiguous; returns n.
+int64_t check_weight(const char* op, const Weight& w, DType dtype, int64_t k) {
+  return check::weight(op, w, dtype, k);
+}
+
+// An fp8 product writes the activations' dtype (cuBLASLt's block-scaled GEMM path).
+void check_fp8_out(const char* op, const Weight& w, const Tensor& out, DType act) {
+  if (w.fp8() && out.dtype != act)
+    check::fail(ErrorKind::dtype, op, "out",
+                "dtype " + std::string(dtype_name(act)) + " (the activations' dtype, for fp8 weights)",
+                std::string(dtype_name(out.dtype)));
 }
 
 void check_bias(const char* op, const Tensor& bias, DType dtype, int64_t n) {
@@ -63,7 +66,7 @@ void check_bias(const char* op, const Tensor& bias, DType dtype, int64_t n) {
 
 // rms_norm_gemm's x, norm_weight, eps and w; returns n.
 int64_t check_norm_product(const char* op, const Tensor& x, const Tensor& norm_weight, float eps,
-                           const Tensor& w) {
+                           const Weight& w) {
   check_activations(op, "x", x);
   const int64_t k = x.size(1);
   check::defined(op, "norm_weight", norm_weight);
@@ -97,7 +100,7 @@ void add_inplace(const Tensor& x, const Tensor& residual, Stream stream) {
 #endif
 }
 
-void rms_norm_gemm(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
+void rms_norm_gemm(const Tensor& x, const Tensor& norm_weight, float eps, const Weight& w,
                    const Tensor& bias, const Tensor& out, const Tensor& normed, Stream stream) {
   const char* op = "rms_norm_gemm";
   const int64_t n = check_norm_product(op, x, norm_weight, eps, w);
@@ -107,16 +110,18 @@ void rms_norm_gemm(const Tensor& x, const Tensor& norm_weight, float eps, const 
     check::fail(ErrorKind::dtype, op, "out",
                 "dtype " + std::string(dtype_name(x.dtype)) + " or f32 (x's dtype, or f32)",
                 std::string(dtype_name(out.dtype)));
+  check_fp8_out(op, w, out, x.dtype);
   check_bias(op, bias, out.dtype, n);
   check_matrix(op, "out", out, out.dtype, m, n);
   check_matrix(op, "normed", normed, x.dtype, m, k);
-  Device dev = check::same_device(op, {{"x", &x}, {"norm_weight", &norm_weight}, {"w", &w},
-                                       {"bias", &bias}, {"out", &out}, {"normed", &normed}});
+  Device dev = check::same_device(op, {{"x", &x}, {"norm_weight", &norm_weight}, {"w", &w.w},
+                                       {"w.scale", &w.scale}, {"bias", &bias}, {"out", &out},
+                                       {"normed", &normed}});
   if (m == 0) return;
-  if (dev.is_cpu()) return cpu::rms_norm_gemm(x, norm_weight, eps, w, bias, out, normed);
+  if (dev.is_cpu()) return cpu::rms_norm_gemm(x, norm_weight, eps, w.w, bias, out, normed, w.scale);
 #if BRAID_WITH_CUDA
   DeviceGuard guard(dev);
-  cuda::rms_norm_gemm(x, norm_weight, eps, w, bias, out, normed, stream);
+  cuda::rms_norm_gemm(x, norm_weight, eps, w.w, w.scale, bias, out, normed, stream);
 #else
   (void)stream;
 #endif
@@ -146,7 +151,7 @@ void rms_norm_gemm_argmax(const Tensor& x, const Tensor& norm_weight, float eps,
 #endif
 }
 
-void gemm_add(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& residual,
+void gemm_add(const Tensor& a, const Weight& w, const Tensor& bias, const Tensor& residual,
               const Tensor& scratch, Stream stream) {
   const char* op = "gemm_add";
   check_activations(op, "a", a);
@@ -155,19 +160,20 @@ void gemm_add(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor
   check_bias(op, bias, a.dtype, n);
   check_matrix(op, "residual", residual, a.dtype, m, n);
   check_matrix(op, "scratch", scratch, a.dtype, m, n);
-  Device dev = check::same_device(op, {{"a", &a}, {"w", &w}, {"bias", &bias},
-                                       {"residual", &residual}, {"scratch", &scratch}});
+  Device dev = check::same_device(op, {{"a", &a}, {"w", &w.w}, {"w.scale", &w.scale},
+                                       {"bias", &bias}, {"residual", &residual},
+                                       {"scratch", &scratch}});
   if (m == 0) return;
-  if (dev.is_cpu()) return cpu::gemm_add(a, w, bias, residual, scratch);
+  if (dev.is_cpu()) return cpu::gemm_add(a, w.w, bias, residual, scratch, w.scale);
 #if BRAID_WITH_CUDA
   DeviceGuard guard(dev);
-  cuda::gemm_add(a, w, bias, residual, scratch, stream);
+  cuda::gemm_add(a, w.w, w.scale, bias, residual, scratch, stream);
 #else
   (void)stream;
 #endif
 }
 
-void swiglu_gemm_add(const Tensor& gate_up, const Tensor& w, const Tensor& residual,
+void swiglu_gemm_add(const Tensor& gate_up, const Weight& w, const Tensor& residual,
                      const Tensor& act, const Tensor& scratch, Stream stream) {
   const char* op = "swiglu_gemm_add";
   check_activations(op, "gate_up", gate_up);
@@ -179,13 +185,14 @@ void swiglu_gemm_add(const Tensor& gate_up, const Tensor& w, const Tensor& resid
   check_matrix(op, "residual", residual, gate_up.dtype, m, n);
   check_matrix(op, "act", act, gate_up.dtype, m, inter);
   check_matrix(op, "scratch", scratch, gate_up.dtype, m, n);
-  Device dev = check::same_device(op, {{"gate_up", &gate_up}, {"w", &w}, {"residual", &residual},
-                                       {"act", &act}, {"scratch", &scratch}});
+  Device dev = check::same_device(op, {{"gate_up", &gate_up}, {"w", &w.w}, {"w.scale", &w.scale},
+                                       {"residual", &residual}, {"act", &act},
+                                       {"scratch", &scratch}});
   if (m == 0) return;
-  if (dev.is_cpu()) return cpu::swiglu_gemm_add(gate_up, w, residual, act, scratch);
+  if (dev.is_cpu()) return cpu::swiglu_gemm_add(gate_up, w.w, residual, act, scratch, w.scale);
 #if BRAID_WITH_CUDA
   DeviceGuard guard(dev);
-  cuda::swiglu_gemm_add(gate_up, w, residual, act, scratch, stream);
+  cuda::swiglu_gemm_add(gate_up, w.w, w.scale, residual, act, scratch, stream);
 #else
   (void)stream;
 #endif

@@ -5,6 +5,7 @@
 #include "core/device_guard.h"
 #include "ops/check.h"
 #include "ops/cpu/cpu_ops.h"
+#include "ops/weight_check.h"
 #if BRAID_WITH_CUDA
 #include "ops/cuda/cuda_ops.h"
 #endif
@@ -18,20 +19,19 @@ static void check_row_stride(const char* op, const char* arg, const Tensor& t) {
                 "row stride " + std::to_string(t.row_stride()) + " for shape " + shape_string(t));
 }
 
-void gemm(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out, Stream stream) {
+void gemm(const Tensor& a, const Weight& w, const Tensor& bias, const Tensor& out, Stream stream) {
   const char* op = "gemm";
   const bool has_bias = !(bias.ndim == 0 && bias.data == nullptr);
   check::defined(op, "a", a);
-  check::defined(op, "w", w);
   check::defined(op, "out", out);
   if (has_bias) check::defined(op, "bias", bias);
 
   check::dtype_in(op, "a", a, {DType::f32, DType::f16, DType::bf16});
-  check::dtype_eq(op, "w", w, a.dtype);
   // cuBLASLt has no f16 x f16 -> bf16 (or the reverse) gemm; the reference follows the same rule.
-  if (out.dtype != a.dtype && out.dtype != DType::f32)
+  if (out.dtype != a.dtype && (out.dtype != DType::f32 || w.fp8()))
     check::fail(ErrorKind::dtype, op, "out",
-                "dtype " + std::string(dtype_name(a.dtype)) + " or f32 (a's dtype, or f32)",
+                "dtype " + std::string(dtype_name(a.dtype)) +
+                    (w.fp8() ? " (a's dtype)" : " or f32 (a's dtype, or f32)"),
                 std::string(dtype_name(out.dtype)));
   if (has_bias) check::dtype_eq(op, "bias", bias, out.dtype);
   if (a.dtype == DType::f32 && a.device.is_cuda())
@@ -44,11 +44,7 @@ void gemm(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& ou
   const int64_t m = a.size(0), k = a.size(1);
   if (k < 1) check::fail(ErrorKind::shape, op, "a", "k >= 1 columns", shape_string(a));
 
-  check::ndim_eq(op, "w", w, 2);
-  check::dim_eq(op, "w", w, 1, k, "k, the columns of a");
-  check::contiguous(op, "w", w);
-  const int64_t n = w.size(0);
-  if (n < 1) check::fail(ErrorKind::shape, op, "w", "n >= 1 rows", shape_string(w));
+  const int64_t n = check::weight(op, w, a.dtype, k);
 
   if (has_bias) {
     check::shape_eq(op, "bias", bias, {n});
@@ -59,12 +55,13 @@ void gemm(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& ou
   check::rows(op, "out", out);
   check_row_stride(op, "out", out);
 
-  Device dev = check::same_device(op, {{"a", &a}, {"w", &w}, {"bias", &bias}, {"out", &out}});
+  Device dev = check::same_device(
+      op, {{"a", &a}, {"w", &w.w}, {"w.scale", &w.scale}, {"bias", &bias}, {"out", &out}});
   if (m == 0) return;
-  if (dev.is_cpu()) return cpu::gemm(a, w, bias, out);
+  if (dev.is_cpu()) return cpu::gemm(a, w.w, bias, out, w.scale);
 #if BRAID_WITH_CUDA
   DeviceGuard guard(dev);
-  cuda::gemm(a, w, bias, out, stream);
+  cuda::gemm(a, w.w, bias, out, stream, w.scale);
 #else
   (void)stream;
 #endif

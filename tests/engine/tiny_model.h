@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <random>
@@ -27,6 +29,12 @@ struct TinyModelSpec {
   uint64_t seed = 1;
   // Tensors to leave out / reshape, for bad-input tests.
   std::string drop_tensor;
+  // fp8 linear layers (q/k/v/o/gate/up/down): "blocks" (quant_method fp8, 128 x 128 scale blocks,
+  // "<name>_scale_inv"), "channel" (compressed-tensors per-row "<name>_scale"), or "" for none.
+  // With fp8_dequantized the same quantized values are written dense (value x scale, exact in
+  // f32): the reference an fp8 checkpoint must match.
+  std::string fp8;
+  bool fp8_dequantized = false;
 };
 
 class TinyModelDir {
@@ -60,6 +68,18 @@ class TinyModelDir {
                         {"torch_dtype", s.config_dtype},
                         {"bos_token_id", 1},
                         {"eos_token_id", 2}};
+    if (s.fp8 == "blocks" && !s.fp8_dequantized)
+      c["quantization_config"] = {{"quant_method", "fp8"}, {"fmt", "e4m3"},
+                                  {"activation_scheme", "dynamic"}, {"weight_block_size", {128, 128}}};
+    if (s.fp8 == "channel" && !s.fp8_dequantized)
+      c["quantization_config"] = {
+          {"quant_method", "compressed-tensors"},
+          {"config_groups",
+           {{"group_0",
+             {{"weights", {{"num_bits", 8}, {"type", "float"}, {"strategy", "channel"}}},
+              {"input_activations",
+               {{"num_bits", 8}, {"type", "float"}, {"strategy", "token"}, {"dynamic", true}}},
+              {"targets", {"Linear"}}}}}}};
     if (s.experts) {
       c["num_experts"] = s.experts;
       c["num_experts_per_tok"] = s.experts_per_token;
@@ -73,14 +93,50 @@ class TinyModelDir {
     std::mt19937_64 rng(s.seed);
     std::normal_distribution<float> normal(0.0f, 0.08f);
     const DType t = dtype_from_name(s.dtype);
-    std::map<std::string, std::pair<std::vector<int64_t>, std::string>> tensors;
+    struct Entry {
+      std::vector<int64_t> shape;
+      std::string dtype, bytes;
+    };
+    std::map<std::string, Entry> tensors;
+    auto write = [&](const std::string& name, std::vector<int64_t> shape, DType dt,
+                     const std::vector<float>& values) {
+      if (name == s.drop_tensor) return;
+      std::string bytes(values.size() * dtype_size(dt), '\0');
+      for (size_t i = 0; i < values.size(); ++i)
+        store_from_float(bytes.data(), dt, static_cast<int64_t>(i), values[i]);
+      const char* st = dt == DType::f8e4m3 ? "F8_E4M3"
+                       : dt == DType::f32  ? "F32"
+                       : dt == DType::f16  ? "F16"
+                                           : "BF16";
+      tensors[name] = {std::move(shape), st, std::move(bytes)};
+    };
     auto add = [&](const std::string& name, std::vector<int64_t> shape, float base = 0.0f) {
       if (name == s.drop_tensor) return;
       int64_t n = 1;
       for (int64_t d : shape) n *= d;
-      std::string bytes(static_cast<size_t>(n) * dtype_size(t), '\0');
-      for (int64_t i = 0; i < n; ++i) store_from_float(bytes.data(), t, i, base + normal(rng));
-      tensors[name] = {std::move(shape), std::move(bytes)};
+      std::vector<float> v(static_cast<size_t>(n));
+      for (float& x : v) x = base + normal(rng);
+      const bool linear = name.ends_with("_proj.weight") && name.find("experts") == std::string::npos;
+      if (s.fp8.empty() || !linear) return write(name, std::move(shape), t, v);
+      // Quantize: a scale per 128 x 128 block or per row = amax / 448, values e4m3(v / scale).
+      const bool blocks = s.fp8 == "blocks";
+      const int64_t rows = shape[0], cols = shape[1];
+      const int64_t sr = blocks ? (rows + 127) / 128 : rows, sc = blocks ? (cols + 127) / 128 : 1;
+      std::vector<float> scale(static_cast<size_t>(sr * sc), 0.0f);
+      auto at = [&](int64_t r, int64_t c) { return (blocks ? r / 128 : r) * sc + (blocks ? c / 128 : 0); };
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c)
+          scale[at(r, c)] = std::max(scale[at(r, c)], std::fabs(v[r * cols + c]) / 448.0f);
+      std::vector<float> q(v.size()), dq(v.size());
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) {
+          const size_t i = static_cast<size_t>(r * cols + c);
+          q[i] = f8e4m3_to_float(float_to_f8e4m3(v[i] / scale[at(r, c)]));
+          dq[i] = q[i] * scale[at(r, c)];
+        }
+      if (s.fp8_dequantized) return write(name, std::move(shape), t, dq);
+      write(name, std::move(shape), DType::f8e4m3, q);
+      write(name + (blocks ? "_scale_inv" : "_scale"), {sr, sc}, DType::f32, scale);
     };
     const int64_t H = s.hidden, qd = s.heads * s.head_dim, kvd = s.kv_heads * s.head_dim;
     add("model.embed_tokens.weight", {s.vocab, H});
@@ -120,10 +176,10 @@ class TinyModelDir {
     nlohmann::json header = nlohmann::json::object();
     std::string data;
     for (const auto& [name, entry] : tensors) {
-      header[name] = {{"dtype", s.dtype},
-                      {"shape", entry.first},
-                      {"data_offsets", {data.size(), data.size() + entry.second.size()}}};
-      data += entry.second;
+      header[name] = {{"dtype", entry.dtype},
+                      {"shape", entry.shape},
+                      {"data_offsets", {data.size(), data.size() + entry.bytes.size()}}};
+      data += entry.bytes;
     }
     const std::string text = header.dump();
     std::ofstream f(dir_ / "model.safetensors", std::ios::binary);

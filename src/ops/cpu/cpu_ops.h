@@ -12,7 +12,9 @@ void add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight,
                   const Tensor& out);
 void rope_apply(const Tensor& q, const Tensor& k, const Tensor& positions, const ops::RopeTable& table);
 void silu_mul(const Tensor& x, const Tensor& out);
-void gemm(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out);
+// w_scale: an fp8 w's scales (ops::Weight); w is then read as w * scale, exactly.
+void gemm(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out,
+          const Tensor& w_scale = {});
 void softmax(const Tensor& x, const Tensor& out);
 void argmax(const Tensor& x, const Tensor& out);
 void sample_tokens(const Tensor& logits, const Tensor& temperature, const Tensor& top_k,
@@ -70,12 +72,13 @@ void qk_norm_rope_kv_append(const Tensor& q, const Tensor& k, const Tensor& v,
 // Fused decode ops (fused_gemm.cpp): the primitives above in sequence.
 void add_inplace(const Tensor& x, const Tensor& residual);
 void rms_norm_gemm(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
-                   const Tensor& bias, const Tensor& out, const Tensor& normed);
+                   const Tensor& bias, const Tensor& out, const Tensor& normed,
+                   const Tensor& w_scale = {});
 void rms_norm_gemm_argmax(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
                           const Tensor& ids, const Tensor& logits, const Tensor& normed);
 void gemm_add(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& residual,
-              const Tensor& scratch);
+              const Tensor& scratch, const Tensor& w_scale = {});
 void swiglu_gemm_add(const Tensor& gate_up, const Tensor& w, const Tensor& residual,
-                     const Tensor& act, const Tensor& scratch);
+                     const Tensor& act, const Tensor& scratch, const Tensor& w_scale = {});
 
 }  // namespace braid::cpu

@@ -16,9 +16,10 @@ void add_inplace(const Tensor& x, const Tensor& residual) {
 }
 
 void rms_norm_gemm(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
-                   const Tensor& bias, const Tensor& out, const Tensor& normed) {
+                   const Tensor& bias, const Tensor& out, const Tensor& normed,
+                   const Tensor& w_scale) {
   rms_norm(x, norm_weight, eps, normed);
-  gemm(normed, w, bias, out);
+  gemm(normed, w, bias, out, w_scale);
 }
 
 void rms_norm_gemm_argmax(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
@@ -28,15 +29,15 @@ void rms_norm_gemm_argmax(const Tensor& x, const Tensor& norm_weight, float eps,
 }
 
 void gemm_add(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& residual,
-              const Tensor& scratch) {
-  gemm(a, w, bias, scratch);
+              const Tensor& scratch, const Tensor& w_scale) {
+  gemm(a, w, bias, scratch, w_scale);
   add_inplace(scratch, residual);
 }
 
 void swiglu_gemm_add(const Tensor& gate_up, const Tensor& w, const Tensor& residual,
-                     const Tensor& act, const Tensor& scratch) {
+                     const Tensor& act, const Tensor& scratch, const Tensor& w_scale) {
   silu_mul(gate_up, act);
-  gemm(act, w, Tensor{}, scratch);
+  gemm(act, w, Tensor{}, scratch, w_scale);
   add_inplace(scratch, residual);
 }
 

@@ -22,8 +22,19 @@ static double dot(const float* x, const float* y, int64_t k) {
   return (s0 + s1) + (s2 + s3);
 }
 
-void gemm(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out) {
+void gemm(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out,
+          const Tensor& w_scale) {
   const int64_t m = a.size(0), k = a.size(1), n = w.size(0);
+  // An fp8 w's scales: 128 x 128 blocks, or one per row ([n, 1]); a value times its scale is
+  // exact in fp32 (a 4-bit significand times a 24-bit one).
+  const bool scaled = w_scale.defined();
+  const int64_t scale_cols = scaled ? w_scale.size(1) : 0;
+  const bool per_row = scaled && w_scale.size(0) == n && scale_cols == 1 &&
+                       !(w_scale.size(0) == (n + 127) / 128 && scale_cols == (k + 127) / 128);
+  auto scale = [&](int64_t row, int64_t col) {
+    const int64_t r = per_row ? row : row / 128, c = per_row ? 0 : col / 128;
+    return load_as_float(w_scale.data, DType::f32, r * scale_cols + c);
+  };
   const int64_t a_stride = a.row_stride(), out_stride = out.row_stride();
 
   // All of a as fp32 once (m is small next to n in the shapes this serves); w one row at a time,
@@ -34,7 +45,10 @@ void gemm(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& ou
 
   std::vector<float> wf(static_cast<size_t>(k));
   for (int64_t c = 0; c < n; ++c) {
-    for (int64_t j = 0; j < k; ++j) wf[j] = load_as_float(w.data, w.dtype, c * k + j);
+    for (int64_t j = 0; j < k; ++j) {
+      wf[j] = load_as_float(w.data, w.dtype, c * k + j);
+      if (scaled) wf[j] *= scale(c, j);
+    }
     const double b = bias.defined() ? load_as_float(bias.data, bias.dtype, c) : 0.0;
     for (int64_t r = 0; r < m; ++r) {
       const double sum = dot(af.data() + r * k, wf.data(), k) + b;

@@ -13,7 +13,13 @@ void add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight,
 void rope_apply(const Tensor& q, const Tensor& k, const Tensor& positions,
                 const ops::RopeTable& table, Stream stream);
 void silu_mul(const Tensor& x, const Tensor& out, Stream stream);
-void gemm(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out, Stream stream);
+// w_scale: an fp8 w's scales (ops::Weight); undefined for 16-bit weights.
+void gemm(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out, Stream stream,
+          const Tensor& w_scale = {});
+// The fp8 product of more rows than the GEMV takes (cuda_gemm_fp8.cpp): a quantized per row and
+// 128 columns, cuBLASLt's block-scaled fp8 GEMM. Needs 128 x 128 weight scales and k % 128 == 0.
+void gemm_fp8_blocks(const Tensor& a, const Tensor& w, const Tensor& w_scale, const Tensor& bias,
+                     const Tensor& out, Stream stream);
 void softmax(const Tensor& x, const Tensor& out, Stream stream);
 void argmax(const Tensor& x, const Tensor& out, Stream stream);
 void sample_tokens(const Tensor& logits, const Tensor& temperature, const Tensor& top_k,
@@ -87,13 +93,15 @@ void qk_norm_rope_kv_append(const Tensor& q, const Tensor& k, const Tensor& v,
 // Fused decode ops (cuda_fused_gemm.cpp, add_inplace.cu).
 void add_inplace(const Tensor& x, const Tensor& residual, Stream stream);
 void rms_norm_gemm(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
-                   const Tensor& bias, const Tensor& out, const Tensor& normed, Stream stream);
+                   const Tensor& w_scale, const Tensor& bias, const Tensor& out,
+                   const Tensor& normed, Stream stream);
 void rms_norm_gemm_argmax(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
                           const Tensor& ids, const Tensor& logits, const Tensor& normed,
                           Stream stream);
-void gemm_add(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& residual,
-              const Tensor& scratch, Stream stream);
-void swiglu_gemm_add(const Tensor& gate_up, const Tensor& w, const Tensor& residual,
-                     const Tensor& act, const Tensor& scratch, Stream stream);
+void gemm_add(const Tensor& a, const Tensor& w, const Tensor& w_scale, const Tensor& bias,
+              const Tensor& residual, const Tensor& scratch, Stream stream);
+void swiglu_gemm_add(const Tensor& gate_up, const Tensor& w, const Tensor& w_scale,
+                     const Tensor& residual, const Tensor& act, const Tensor& scratch,
+                     Stream stream);
 
 }  // namespace braid::cuda

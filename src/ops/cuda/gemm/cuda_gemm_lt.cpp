@@ -203,7 +203,9 @@ T algo_config(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttribut
 
 // Skinny products (decode: m <= 16) go to the GEMV kernel, which streams w faster than
 // cuBLASLt's kernels do; everything else to cuBLASLt.
-void gemm(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out, Stream stream) {
+void gemm(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out, Stream stream,
+          const Tensor& w_scale) {
+  if (w.dtype == DType::f8e4m3) return gemm_fp8_blocks(a, w, w_scale, bias, out, stream);
   if (gemv_applicable(a, w, bias, out))
     gemv(a, w, bias, out, stream);
   else

@@ -16,18 +16,20 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 // at batch 16 (1B 1.393 -> 1.654 ms, 7B 6.531 -> 7.644 ms), so more rows take the two-kernel path.
 constexpr int64_t kFuseMaxRows = 4;
 
+// fp8 weights take the primitive ops (cuda::gemm's fp8 paths) until the fused GEMV reads fp8.
 bool fuse(const Tensor& a, int64_t k, const Tensor& w) {
-  return a.size(0) <= kFuseMaxRows && gemv_fused_applicable(a, k, w);
+  return w.dtype != DType::f8e4m3 && a.size(0) <= kFuseMaxRows && gemv_fused_applicable(a, k, w);
 }
 
 }  // namespace
 
 void rms_norm_gemm(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
-                   const Tensor& bias, const Tensor& out, const Tensor& normed, Stream stream) {
+                   const Tensor& w_scale, const Tensor& bias, const Tensor& out,
+                   const Tensor& normed, Stream stream) {
   if (fuse(x, x.size(1), w) && aligned16(norm_weight.data))
     return gemv_rms_norm(x, norm_weight, eps, w, bias, out, stream);
   rms_norm(x, norm_weight, eps, normed, stream);
-  gemm(normed, w, bias, out, stream);
+  gemm(normed, w, bias, out, stream, w_scale);
 }
 
 // Past this many output columns (lm_heads: ~9 waves of the GEMV's blocks and more) the norm runs
@@ -53,23 +55,24 @@ void rms_norm_gemm_argmax(const Tensor& x, const Tensor& norm_weight, float eps,
     gemm(normed, w, Tensor{}, logits, stream);
     return argmax(logits, ids, stream);
   }
-  rms_norm_gemm(x, norm_weight, eps, w, Tensor{}, logits, normed, stream);
+  rms_norm_gemm(x, norm_weight, eps, w, Tensor{}, Tensor{}, logits, normed, stream);
   argmax(logits, ids, stream);
 }
 
-void gemm_add(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& residual,
-              const Tensor& scratch, Stream stream) {
+void gemm_add(const Tensor& a, const Tensor& w, const Tensor& w_scale, const Tensor& bias,
+              const Tensor& residual, const Tensor& scratch, Stream stream) {
   if (fuse(a, a.size(1), w)) return gemv_add(a, w, bias, residual, stream);
-  gemm(a, w, bias, scratch, stream);
+  gemm(a, w, bias, scratch, stream, w_scale);
   add_inplace(scratch, residual, stream);
 }
 
-void swiglu_gemm_add(const Tensor& gate_up, const Tensor& w, const Tensor& residual,
-                     const Tensor& act, const Tensor& scratch, Stream stream) {
+void swiglu_gemm_add(const Tensor& gate_up, const Tensor& w, const Tensor& w_scale,
+                     const Tensor& residual, const Tensor& act, const Tensor& scratch,
+                     Stream stream) {
   if (fuse(gate_up, gate_up.size(1) / 2, w))
     return gemv_swiglu_add(gate_up, w, residual, stream);
   silu_mul(gate_up, act, stream);
-  gemm(act, w, Tensor{}, scratch, stream);
+  gemm(act, w, Tensor{}, scratch, stream, w_scale);
   add_inplace(scratch, residual, stream);
 }
 
