@@ -7,8 +7,9 @@ reads DIR/<name>/tokenizer.json (or tokenizer.json.gz) and writes <out>/ids_<nam
 line per code point, "HEX id id id ...", the ids of codepoint_context(c) without special tokens.
 
 Covered: every code point of planes 0-3 and 14 (all that Unicode assigns outside private use)
-and every 97th of the rest. tests/tokenizer/check_codepoint_ids (built with the tests) compares
-braidinfer's ids with these files; the committed goldens hold a sample of them.
+and every 97th of the rest. Too large to commit (about 11 MB): docs/tokenizer-unicode.md says how
+they were compared with braidinfer once; the committed goldens (tools/tokenizer_unicode_goldens.py)
+use the same context on a sample of code points.
 """
 
 import argparse
@@ -20,8 +21,8 @@ import tokenizers
 
 
 def codepoint_context(c):
-    """The string each code point is tried in: after and before a letter, after a space, before
-    a digit, doubled, after a newline. Every pre-tokenizer class of c changes how it splits."""
+    """The string each code point is tried in (tools/tokenizer_unicode_goldens.py uses the same):
+    after and before a letter, after a space, before a digit, doubled, after a newline."""
     ch = chr(c)
     return "a" + ch + "b " + ch + "1" + ch + ch + "\n" + ch
 
