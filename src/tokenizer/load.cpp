@@ -8,6 +8,7 @@
 #include "braid/error.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer_data.h"
+#include "tokenizer/nfc.h"
 #include "tokenizer/utf8.h"
 
 namespace braid::tokenizer {

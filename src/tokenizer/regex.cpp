@@ -4,6 +4,7 @@
 #include <pcre2.h>
 
 #include "braid/error.h"
+#include "tokenizer/regex_classes.h"
 #include "tokenizer/utf8.h"
 
 namespace braid::tokenizer {
@@ -48,18 +49,18 @@ struct MatchState {
 }  // namespace
 
 Regex::Regex(const std::string& pattern, bool literal) : code_(std::make_unique<Code>()) {
-  // UCP: \s, \w, \d and POSIX classes follow Unicode properties, as Oniguruma's do in the
-  // Hugging Face implementation.
-  uint32_t options = PCRE2_UTF | PCRE2_UCP;
+  // No PCRE2_UCP: the Unicode classes are spelled out as ranges from the pinned tables
+  // (regex_classes.h), so matching does not depend on PCRE2's own Unicode version.
+  uint32_t options = PCRE2_UTF;
   if (literal) options |= PCRE2_LITERAL;
+  const std::string expanded = literal ? pattern : expand_unicode_classes(pattern);
   int error = 0;
   PCRE2_SIZE offset = 0;
-  code_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+  code_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(expanded.data()), expanded.size(),
                               options, &error, &offset, nullptr);
   if (!code_->code)
-    throw Error(ErrorKind::unsupported, "tokenizer: pre-tokenizer regex does not compile at offset " +
-                                            std::to_string(offset) + ": " + pcre2_message(error) +
-                                            " (pattern: " + pattern + ")");
+    throw Error(ErrorKind::unsupported, "tokenizer: pre-tokenizer regex does not compile: " +
+                                            pcre2_message(error) + " (pattern: " + pattern + ")");
   pcre2_jit_compile(code_->code, PCRE2_JIT_COMPLETE);  // falls back to the interpreter if absent
 }
 

@@ -1,4 +1,5 @@
-// A compiled PCRE2 pattern (UTF + Unicode properties, JIT when available) that lists its matches.
+// A compiled PCRE2 pattern (UTF, JIT when available) that lists its matches. Its Unicode classes
+// come from the pinned tables (regex_classes.h), not from PCRE2's.
 #pragma once
 
 #include <cstddef>

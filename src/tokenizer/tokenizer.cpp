@@ -2,6 +2,7 @@
 
 #include "braid/error.h"
 #include "tokenizer/tokenizer_data.h"
+#include "tokenizer/nfc.h"
 #include "tokenizer/utf8.h"
 
 namespace braid::tokenizer {

@@ -1,11 +1,6 @@
 #include "tokenizer/utf8.h"
 
-#include <utf8proc.h>
-
-#include <cstdlib>
-#include <memory>
-
-#include "braid/error.h"
+#include "tokenizer/unicode.h"
 
 namespace braid::tokenizer {
 
@@ -91,25 +86,6 @@ void append_utf8(uint32_t cp, std::string& out) {
   }
 }
 
-std::string nfc(std::string_view text) {
-  // ASCII is already in NFC, and it is most text: skip the library call for it.
-  bool ascii = true;
-  for (char c : text) ascii = ascii && static_cast<unsigned char>(c) < 0x80;
-  if (ascii) return std::string(text);
-
-  utf8proc_uint8_t* mapped = nullptr;
-  // An explicit length (not NULLTERM) so that U+0000 inside the text is kept.
-  const utf8proc_ssize_t n =
-      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
-                   static_cast<utf8proc_ssize_t>(text.size()), &mapped,
-                   static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
-  std::unique_ptr<utf8proc_uint8_t, decltype(&std::free)> owner(mapped, &std::free);
-  if (n < 0)
-    throw Error(ErrorKind::internal,
-                std::string("tokenizer: NFC normalization failed: ") + utf8proc_errmsg(n));
-  return std::string(reinterpret_cast<const char*>(mapped), static_cast<size_t>(n));
-}
-
 bool is_unicode_whitespace(uint32_t cp) {
   // The White_Space property.
   return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
@@ -119,22 +95,8 @@ bool is_unicode_whitespace(uint32_t cp) {
 
 bool is_word_char(uint32_t cp) {
   if (cp == 0x200C || cp == 0x200D) return true;  // joiners count as word characters in \w
-  switch (utf8proc_category(static_cast<utf8proc_int32_t>(cp))) {
-    case UTF8PROC_CATEGORY_LU:
-    case UTF8PROC_CATEGORY_LL:
-    case UTF8PROC_CATEGORY_LT:
-    case UTF8PROC_CATEGORY_LM:
-    case UTF8PROC_CATEGORY_LO:
-    case UTF8PROC_CATEGORY_MN:
-    case UTF8PROC_CATEGORY_MC:
-    case UTF8PROC_CATEGORY_ME:
-    case UTF8PROC_CATEGORY_ND:
-    case UTF8PROC_CATEGORY_NL:
-    case UTF8PROC_CATEGORY_PC:
-      return true;
-    default:
-      return false;
-  }
+  using namespace unicode;
+  return in(kLetter | kMark | mask(Nd) | mask(Nl) | mask(Pc), cp);
 }
 
 }  // namespace braid::tokenizer

@@ -1,4 +1,4 @@
-// UTF-8 helpers for the tokenizer: validation, lossy decoding, NFC and character classes.
+// UTF-8 helpers for the tokenizer: validation, lossy decoding and character classes.
 #pragma once
 
 #include <cstddef>
@@ -31,11 +31,8 @@ size_t utf8_append_lossy(std::string_view bytes, std::string& out, bool hold_inc
 
 void append_utf8(uint32_t code_point, std::string& out);
 
-// Unicode Normalization Form C of valid UTF-8 text (through utf8proc).
-std::string nfc(std::string_view text);
-
 // The character classes of Rust's regex \s and \w, used by added tokens' lstrip/rstrip and
-// single_word options.
+// single_word options (categories from the pinned tables in unicode_data.h).
 bool is_unicode_whitespace(uint32_t code_point);
 bool is_word_char(uint32_t code_point);
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tokenizer/nfc.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 
