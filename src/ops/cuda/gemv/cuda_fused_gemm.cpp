@@ -25,7 +25,7 @@ bool fuse(const Tensor& a, int64_t k, const Tensor& w) {
 void rms_norm_gemm(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
                    const Tensor& bias, const Tensor& out, const Tensor& normed, Stream stream) {
   if (fuse(x, x.size(1), w) && aligned16(norm_weight.data))
-    return gemv_rms_norm(x, norm_weight, eps, w, bias, out, stream);
+    return gemv_rms_norm(x, norm_weight, eps, w, Tensor{}, bias, out, stream);
   rms_norm(x, norm_weight, eps, normed, stream);
   gemm(normed, w, bias, out, stream);
 }
@@ -59,7 +59,7 @@ void rms_norm_gemm_argmax(const Tensor& x, const Tensor& norm_weight, float eps,
 
 void gemm_add(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& residual,
               const Tensor& scratch, Stream stream) {
-  if (fuse(a, a.size(1), w)) return gemv_add(a, w, bias, residual, stream);
+  if (fuse(a, a.size(1), w)) return gemv_add(a, w, Tensor{}, bias, residual, stream);
   gemm(a, w, bias, scratch, stream);
   add_inplace(scratch, residual, stream);
 }
@@ -67,7 +67,7 @@ void gemm_add(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor
 void swiglu_gemm_add(const Tensor& gate_up, const Tensor& w, const Tensor& residual,
                      const Tensor& act, const Tensor& scratch, Stream stream) {
   if (fuse(gate_up, gate_up.size(1) / 2, w))
-    return gemv_swiglu_add(gate_up, w, residual, stream);
+    return gemv_swiglu_add(gate_up, w, Tensor{}, residual, stream);
   silu_mul(gate_up, act, stream);
   gemm(act, w, Tensor{}, scratch, stream);
   add_inplace(scratch, residual, stream);
