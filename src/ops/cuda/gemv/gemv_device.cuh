@@ -22,17 +22,6 @@ __device__ __forceinline__ uint4 load_weights(const uint4* p, bool pred) {
   return v;
 }
 
-// 8 bytes of fp8 weights (8 columns): load_weights's hints on an 8-byte load.
-__device__ __forceinline__ uint2 load_weights8(const uint2* p, bool pred) {
-  uint2 v;
-  asm("{\n .reg .pred p;\n setp.ne.b32 p, %3, 0;\n"
-      " mov.b32 %0, 0; mov.b32 %1, 0;\n"
-      " @p ld.global.nc.L1::no_allocate.L2::256B.v2.u32 {%0, %1}, [%2];\n}"
-      : "=r"(v.x), "=r"(v.y)
-      : "l"(p), "r"(static_cast<int>(pred)));
-  return v;
-}
-
 // Four e4m3 codes (a register, column 0 in the low byte) as four exact values of T in two
 // registers (columns 0, 1 in the first, low half first: the mma's B packing). Integer moves and
 // one multiply per pair, no conversion instructions (F2F runs at a quarter of the ALU rate on
@@ -75,7 +64,7 @@ __device__ __forceinline__ uint2 fp8x4_to(uint32_t codes) {
   return r;
 }
 
-// Eight e4m3 weights (an 8-byte load, column 0 first) as the uint4 of eight T a 16-bit load gives.
+// Eight e4m3 weights (8 bytes, column 0 first) as the uint4 of eight T a 16-bit load gives.
 template <typename T>
 __device__ __forceinline__ uint4 fp8x8_to(uint2 codes) {
   const uint2 lo = fp8x4_to<T>(codes.x), hi = fp8x4_to<T>(codes.y);

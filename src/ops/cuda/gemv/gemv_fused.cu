@@ -19,10 +19,14 @@
 //     does (NaN above all numbers, ties to the lower index), and the order is total, so the
 //     answer does not depend on the reduction's order.
 //
-// FP8 weights (e4m3, DeepSeek-V3 / Qwen3-FP8 checkpoints; the activations stay f16/bf16): the same
-// 32-column step and k order, each lane loading 8 bytes (8 weights) per row per step instead of
-// 16 and turning them into the 8 exact values of T that a 16-bit load would have given
-// (gemv_device::fp8x8_to), so the mmas are unchanged. The scales:
+// FP8 weights (e4m3, DeepSeek-V3 / Qwen3-FP8 checkpoints; the activations stay f16/bf16): a step
+// is 64 columns, each lane loading 16 bytes (16 weights) per row, as for 16-bit weights, and the
+// activations of those 16 columns as two 8-column chunks; each half of the weights becomes the 8
+// exact values of T that a 16-bit load would have given (gemv_device::fp8x8_to) and goes with its
+// chunk into the same two mmas as a 16-bit step. (Loading 8 bytes per lane in 32-column steps
+// instead, the 16-bit kernel's step unchanged, reached only 50-70 % of the copy bandwidth on an
+// H200 with 4 or 8 steps in flight alike: every load instruction then fetches 32-byte row
+// segments, half the bytes per L1 request of the 16-bit kernel.) The scales:
 //   - per output channel (w_scale [n, 1]): constant along k, so the finished sum is scaled once
 //     in the epilogue, before the bias and the add;
 //   - per 128 x 128 block (w_scale [ceil(n / 128), k / 128]): a 16-row tile lies inside one
@@ -47,7 +51,6 @@ namespace braid::cuda {
 namespace {
 
 using gemv_device::load_weights;
-using gemv_device::load_weights8;
 using gemv_device::mma;
 
 constexpr int kTileRows = 16;  // rows of w per block
@@ -61,8 +64,9 @@ enum class Prologue { none, rms_norm, swiglu };
 // in the epilogue) or per 128 x 128 block (applied per 128 columns in the loop).
 enum class WFormat { native, fp8_channel, fp8_block };
 
-constexpr int kFp8Block = 128;                           // columns (and rows) of a scale block
-constexpr int kStepsPerScale = kFp8Block / kStepCols;    // 4 steps per 128-column block
+constexpr int kFp8Block = 128;                              // columns (and rows) of a scale block
+constexpr int kFp8StepCols = 64;                            // fp8 step: 4 lanes x 16
+constexpr int kStepsPerScale = kFp8Block / kFp8StepCols;    // 2 fp8 steps per 128-column block
 
 struct FusedArgs {
   const void* a;            // activations; swiglu: [gate | up], up at column k
@@ -201,10 +205,13 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_fused_kernel(FusedArgs p)
   constexpr int kUnroll = (P == Prologue::swiglu && kWide) ? 2 : 4;
   constexpr bool kFp8 = W != WFormat::native;
   constexpr bool kBlockScale = W == WFormat::fp8_block;
-  // Steps that share one block scale inside a group of kUnroll steps (groups start at multiples
-  // of kUnroll, slices at multiples of kStepsPerScale, so a run never straddles two blocks).
-  constexpr int kRun = kUnroll < kStepsPerScale ? kUnroll : kStepsPerScale;
-  static_assert(kStepsPerScale % kRun == 0 && kUnroll % kRun == 0);
+  // fp8: steps of 64 columns, half as many in flight (the same weight bytes and activation
+  // registers per group as 16-bit's).
+  constexpr int kUnroll8 = kUnroll / 2;
+  // fp8 steps that share one block scale inside a group (groups start at multiples of kUnroll8,
+  // slices at multiples of kStepsPerScale, so a run never straddles two blocks).
+  constexpr int kRun = kUnroll8 < kStepsPerScale ? kUnroll8 : kStepsPerScale;
+  static_assert(kStepsPerScale % kRun == 0 && kUnroll8 % kRun == 0);
   __shared__ float partial[kWarps][kTileRows * 16];
   __shared__ float inv_rms[kMaxRows];
 
@@ -214,17 +221,17 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_fused_kernel(FusedArgs p)
   const int chunks = p.k / 8;  // 16-byte chunks per row
   const T* a = static_cast<const T*>(p.a);
 
-  const int steps = (p.k + kStepCols - 1) / kStepCols;
+  constexpr int kCols = kFp8 ? kFp8StepCols : kStepCols;
+  const int steps = (p.k + kCols - 1) / kCols;
   const int step_begin = warp * p.steps_per_slice;
   const int step_end = min(steps, step_begin + p.steps_per_slice);
 
   // Rows past n read row n - 1 (a valid address) and are never stored. Weight pointers are in
-  // 8-column chunks: 16 bytes of T, or 8 of fp8.
-  using WChunk = std::conditional_t<kFp8, uint2, uint4>;
+  // 16-byte chunks: 8 columns of T, or 16 of fp8.
   using WElem = std::conditional_t<kFp8, uint8_t, T>;
   const int row0 = min(tile * kTileRows + g, p.n - 1), row1 = min(tile * kTileRows + 8 + g, p.n - 1);
-  const WChunk* w0 = reinterpret_cast<const WChunk*>(static_cast<const WElem*>(p.w) + int64_t{row0} * p.k);
-  const WChunk* w1 = reinterpret_cast<const WChunk*>(static_cast<const WElem*>(p.w) + int64_t{row1} * p.k);
+  const uint4* w0 = reinterpret_cast<const uint4*>(static_cast<const WElem*>(p.w) + int64_t{row0} * p.k);
+  const uint4* w1 = reinterpret_cast<const uint4*>(static_cast<const WElem*>(p.w) + int64_t{row1} * p.k);
   // Block scales: the tile's 16 rows lie in 128-row block tile / 8; one scale per 128 columns.
   const float* block_scale = nullptr;
   if constexpr (kBlockScale) block_scale = p.w_scale + int64_t{tile * kTileRows / kFp8Block} * (p.k / kFp8Block);
@@ -254,52 +261,56 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_fused_kernel(FusedArgs p)
   }
 
   float acc[2][4] = {};
-  [[maybe_unused]] float part[2][4];  // fp8_block: one run's unscaled sums
-  for (int s0 = step_begin; s0 < step_end; s0 += kUnroll) {
-    WChunk wv[kUnroll][2];
-    uint4 xl[kUnroll], xh[kUnroll], el[kUnroll], eh[kUnroll], nw[kUnroll];
-    [[maybe_unused]] float scale[kUnroll / kRun];  // block scales of the group's runs (steps past the end: 0)
+  if constexpr (kFp8) {
+    float part[2][4];  // fp8_block: one run's unscaled sums
+    for (int s0 = step_begin; s0 < step_end; s0 += kUnroll8) {
+      // [step][half]: the activation chunks of the lane's 16 columns (8 each).
+      uint4 wv[kUnroll8][2], xl[kUnroll8][2], xh[kUnroll8][2], el[kUnroll8][2], eh[kUnroll8][2],
+          nw[kUnroll8][2];
+      [[maybe_unused]] float scale[kUnroll8 / kRun];  // the group's runs' block scales
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int c = (s0 + u) * 4 + t;
-      const bool ok = s0 + u < step_end && c < chunks;
-      if constexpr (kFp8) {
-        wv[u][0] = load_weights8(w0 + c, ok);
-        wv[u][1] = load_weights8(w1 + c, ok);
-      } else {
+      for (int u = 0; u < kUnroll8; ++u) {
+        const int c = (s0 + u) * 4 + t;   // 16-byte weight chunk: columns 16c .. 16c + 15
+        const bool ok = s0 + u < step_end;  // k % 128 == 0: a step's columns all exist
         wv[u][0] = load_weights(w0 + c, ok);
         wv[u][1] = load_weights(w1 + c, ok);
-      }
-      if constexpr (kBlockScale) {
-        if (u % kRun == 0) scale[u / kRun] = ok ? __ldg(block_scale + (s0 + u) / kStepsPerScale) : 0.0f;
-      }
-      xl[u] = load_activations(x_lo + c, ok && has_lo);
-      xh[u] = kWide ? load_activations(x_hi + c, ok && has_hi) : make_uint4(0, 0, 0, 0);
-      if constexpr (P == Prologue::rms_norm) nw[u] = load_activations(norm_w + c, ok);
-      if constexpr (P == Prologue::swiglu) {  // up sits k columns (chunks chunks) after gate
-        el[u] = load_activations(x_lo + chunks + c, ok && has_lo);
-        eh[u] = kWide ? load_activations(x_hi + chunks + c, ok && has_hi) : make_uint4(0, 0, 0, 0);
-      }
-    }
+        if constexpr (kBlockScale) {
+          if (u % kRun == 0) scale[u / kRun] = ok ? __ldg(block_scale + (s0 + u) / kStepsPerScale) : 0.0f;
+        }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      if constexpr (P == Prologue::rms_norm) {
-        xl[u] = rms_transform<T>(xl[u], nw[u], scale_lo);
-        if constexpr (kWide) xh[u] = rms_transform<T>(xh[u], nw[u], scale_hi);
+        for (int h = 0; h < 2; ++h) {
+          const int ac = 2 * c + h;  // 8-column activation chunk
+          xl[u][h] = load_activations(x_lo + ac, ok && has_lo);
+          xh[u][h] = kWide ? load_activations(x_hi + ac, ok && has_hi) : make_uint4(0, 0, 0, 0);
+          if constexpr (P == Prologue::rms_norm) nw[u][h] = load_activations(norm_w + ac, ok);
+          if constexpr (P == Prologue::swiglu) {
+            el[u][h] = load_activations(x_lo + chunks + ac, ok && has_lo);
+            eh[u][h] = kWide ? load_activations(x_hi + chunks + ac, ok && has_hi) : make_uint4(0, 0, 0, 0);
+          }
+        }
       }
-      if constexpr (P == Prologue::swiglu) {
-        xl[u] = swiglu_transform<T>(xl[u], el[u]);
-        if constexpr (kWide) xh[u] = swiglu_transform<T>(xh[u], eh[u]);
-      }
-      if constexpr (kFp8) {
+#pragma unroll
+      for (int u = 0; u < kUnroll8; ++u) {
         // The run's sums go into `part` (zeroed at its first step) when its scale comes after.
         float (&sums)[2][4] = kBlockScale ? part : acc;
         if (kBlockScale && u % kRun == 0) zero(part);
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const uint4 wr = gemv_device::fp8x8_to<T>(wv[u][r]);
-          mma<T>(sums[r], xl[u].x, xh[u].x, xl[u].y, xh[u].y, wr.x, wr.y);
-          mma<T>(sums[r], xl[u].z, xh[u].z, xl[u].w, xh[u].w, wr.z, wr.w);
+        for (int h = 0; h < 2; ++h) {
+          if constexpr (P == Prologue::rms_norm) {
+            xl[u][h] = rms_transform<T>(xl[u][h], nw[u][h], scale_lo);
+            if constexpr (kWide) xh[u][h] = rms_transform<T>(xh[u][h], nw[u][h], scale_hi);
+          }
+          if constexpr (P == Prologue::swiglu) {
+            xl[u][h] = swiglu_transform<T>(xl[u][h], el[u][h]);
+            if constexpr (kWide) xh[u][h] = swiglu_transform<T>(xh[u][h], eh[u][h]);
+          }
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const uint4 wr = gemv_device::fp8x8_to<T>(h == 0 ? make_uint2(wv[u][r].x, wv[u][r].y)
+                                                             : make_uint2(wv[u][r].z, wv[u][r].w));
+            mma<T>(sums[r], xl[u][h].x, xh[u][h].x, xl[u][h].y, xh[u][h].y, wr.x, wr.y);
+            mma<T>(sums[r], xl[u][h].z, xh[u][h].z, xl[u][h].w, xh[u][h].w, wr.z, wr.w);
+          }
         }
         if constexpr (kBlockScale) {
           if (u % kRun == kRun - 1) {
@@ -309,7 +320,35 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_fused_kernel(FusedArgs p)
               for (int j = 0; j < 4; ++j) acc[r][j] = fmaf(scale[u / kRun], part[r][j], acc[r][j]);
           }
         }
-      } else {
+      }
+    }
+  } else {
+    for (int s0 = step_begin; s0 < step_end; s0 += kUnroll) {
+      uint4 wv[kUnroll][2], xl[kUnroll], xh[kUnroll], el[kUnroll], eh[kUnroll], nw[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int c = (s0 + u) * 4 + t;
+        const bool ok = s0 + u < step_end && c < chunks;
+        wv[u][0] = load_weights(w0 + c, ok);
+        wv[u][1] = load_weights(w1 + c, ok);
+        xl[u] = load_activations(x_lo + c, ok && has_lo);
+        xh[u] = kWide ? load_activations(x_hi + c, ok && has_hi) : make_uint4(0, 0, 0, 0);
+        if constexpr (P == Prologue::rms_norm) nw[u] = load_activations(norm_w + c, ok);
+        if constexpr (P == Prologue::swiglu) {  // up sits k columns (chunks chunks) after gate
+          el[u] = load_activations(x_lo + chunks + c, ok && has_lo);
+          eh[u] = kWide ? load_activations(x_hi + chunks + c, ok && has_hi) : make_uint4(0, 0, 0, 0);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        if constexpr (P == Prologue::rms_norm) {
+          xl[u] = rms_transform<T>(xl[u], nw[u], scale_lo);
+          if constexpr (kWide) xh[u] = rms_transform<T>(xh[u], nw[u], scale_hi);
+        }
+        if constexpr (P == Prologue::swiglu) {
+          xl[u] = swiglu_transform<T>(xl[u], el[u]);
+          if constexpr (kWide) xh[u] = swiglu_transform<T>(xh[u], eh[u]);
+        }
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           mma<T>(acc[r], xl[u].x, xh[u].x, xl[u].y, xh[u].y, wv[u][r].x, wv[u][r].y);
@@ -363,7 +402,8 @@ FusedArgs make_args(const Tensor& a, int64_t k, const Tensor& w, const Tensor& b
   p.k = static_cast<int>(k);
   p.n = static_cast<int>(w.size(0));
   p.lda = p.m > 1 ? a.row_stride() : 0;
-  const int steps = (p.k + kStepCols - 1) / kStepCols;
+  const int step_cols = format == WFormat::native ? kStepCols : kFp8StepCols;
+  const int steps = (p.k + step_cols - 1) / step_cols;
   p.steps_per_slice = (steps + kWarps - 1) / kWarps;
   if (format == WFormat::fp8_block)  // whole 128-column blocks per warp (k % 128 == 0)
     p.steps_per_slice = (p.steps_per_slice + kStepsPerScale - 1) / kStepsPerScale * kStepsPerScale;
