@@ -7,7 +7,8 @@
 
 namespace braid::bench {
 
-// --quick; --sweep also times other launch shapes of the kernel (tuning).
+// --quick; --sweep also times other launch shapes of the kernel (tuning); --fp8 also times the
+// fused kernel on fp8 e4m3 weights with 128 x 128 block scales (each shape, and Llama-3.1-8B's).
 SuiteRun gemv_command(CLI::App& cmd);  // suites/cuda/gemv.cpp
 
 }  // namespace braid::bench

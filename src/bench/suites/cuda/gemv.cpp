@@ -2,7 +2,9 @@
 // projections of Qwen2.5-0.5B, Llama-3.2-1B and Llama-2-7B, in one run with the copy bandwidth
 // measured as the ceiling. bf16 in and out, no bias. Bytes per call = w + a read, out written.
 // Both are timed as CUDA-graph replays (what a decode step does) over rotating input sets that
-// together exceed twice the L2, so w comes from DRAM every time.
+// together exceed twice the L2, so w comes from DRAM every time. --fp8 adds the fused kernel's
+// fp8 path (gemv_plain on e4m3 weights with 128 x 128 block scales, bf16 activations) on the
+// same shapes and Llama-3.1-8B's.
 #include "bench/suites/gemv.h"
 
 #include <fmt/core.h>
@@ -18,6 +20,7 @@
 #include "bench/harness/cuda/device.h"
 #include "bench/harness/cuda/kernels.h"
 #include "bench/harness/cuda/timer.h"
+#include "bench/harness/fp8_fill.h"
 #include "bench/harness/host_copy.h"
 #include "bench/harness/report.h"
 #include "bench/harness/suite.h"
@@ -26,6 +29,7 @@
 #include "braid/ops.h"
 #include "ops/cuda/gemm/gemm_lt.h"
 #include "ops/cuda/gemv/gemv.h"
+#include "ops/cuda/gemv/gemv_fused.h"
 
 namespace braid::bench {
 
@@ -80,6 +84,7 @@ double case_bytes(const Case& c) {  // w and a read, out written, all bf16
 struct GemvArgs {
   bool quick = false;
   bool sweep = false;
+  bool fp8 = false;
 };
 
 // Graph replays of `batch` calls; batch sized so one sample is ~2 ms (~0.5 ms with --quick).
@@ -300,6 +305,77 @@ void measure_fused(bool quick, const DeviceInfo& info, Device dev,
   }
 }
 
+// --fp8: every bf16 case's shape again with e4m3 weights and 128 x 128 block scales (gemv_plain,
+// ops::gemm's decode path for them), and Llama-3.1-8B's projections at m = 1 (the FP8 checkpoints'
+// usual size). Bytes = n k (fp8) + 4 ceil(n/128) (k/128) (scales) + 2 m k + 2 m n.
+double fp8_bytes(const Case& c) {
+  const double n = double(c.p.n), k = double(c.p.k), m = double(c.m);
+  return n * k + 4.0 * std::ceil(n / 128.0) * (k / 128.0) + 2.0 * m * k + 2.0 * m * n;
+}
+
+std::vector<Case> fp8_cases() {
+  std::vector<Case> cases = bench_cases();
+  for (const Projection& p : {Projection{"llama-3.1-8b", "qkv", 6144, 4096},
+                              Projection{"llama-3.1-8b", "o", 4096, 4096},
+                              Projection{"llama-3.1-8b", "gate_up", 28672, 4096},
+                              Projection{"llama-3.1-8b", "down", 4096, 14336}})
+    cases.push_back({p, 1});
+  return cases;
+}
+
+// Times gemv_plain on fp8 weights over rotating sets. Set 0's weights are a bf16 matrix quantized
+// per block, and its output is checked against the bf16 GEMV on the unquantized matrix: the
+// difference is fp8's quantization error (~3% relative for e4m3's 3 mantissa bits, averaged), so
+// this catches a broken kernel, not a rounding; tests/ops/test_gemv_fp8.cpp checks it exactly.
+void measure_fp8_case(const Case& c, bool quick, const DeviceInfo& info, Device dev,
+                      const std::function<void(ResultRow)>& add) {
+  const int sets = rotating_sets(static_cast<size_t>(fp8_bytes(c)), info.l2_bytes, 2);
+  TimingConfig cfg = timing(c, quick, sets);
+  const float stddev = 1.0f / std::sqrt(float(c.p.k));
+  std::vector<OwnedTensor> a, w, scale, out;
+  for (int i = 0; i < sets; ++i) {
+    a.emplace_back(DType::bf16, std::vector<int64_t>{c.m, c.p.k}, dev);
+    w.emplace_back(DType::f8e4m3, std::vector<int64_t>{c.p.n, c.p.k}, dev);
+    scale.emplace_back(DType::f32, std::vector<int64_t>{(c.p.n + 127) / 128, c.p.k / 128}, dev);
+    out.emplace_back(DType::bf16, std::vector<int64_t>{c.m, c.p.n}, dev);
+    fill_uniform(a.back(), kSeed + 2 * i, -1.0f, 1.0f, {});
+    if (i > 0) random_weight_blocks(w.back(), scale.back(), kSeed + 2 * i + 1, stddev, {});
+    fill_bytes(out.back(), 0xFF);
+  }
+  OwnedTensor src(DType::bf16, std::vector<int64_t>{c.p.n, c.p.k}, dev);
+  OwnedTensor ref(DType::bf16, std::vector<int64_t>{c.m, c.p.n}, dev);
+  fill_normal(src, kSeed + 1, 0.0f, stddev, {});
+  quantize_weight_blocks(src, w[0], scale[0], {});
+  if (!cuda::gemv_fused_applicable(a[0], c.p.k, w[0]))
+    throw Error(ErrorKind::internal, "bench gemv: " + case_params(c) + ": fp8 GEMV does not apply");
+  ops::gemm(a[0], src, Tensor{}, ref);
+
+  const Stats st = time_launches(
+      [&](int i, Stream s) { cuda::gemv_plain(a[i], w[i], scale[i], Tensor{}, out[i], s); }, cfg);
+  const std::vector<float> got = host_floats(out[0]), want = host_floats(ref);
+  ErrorAccumulator acc;
+  for (size_t j = 0; j < got.size(); ++j)
+    if (!std::isfinite(got[j]))
+      throw Error(ErrorKind::internal, fmt::format("bench gemv: {} fp8: output element {} is not "
+                                                   "finite after timing", case_params(c), j));
+  const std::vector<double> want64(want.begin(), want.end());
+  acc.add(got.data(), want64.data(), static_cast<int64_t>(got.size()));
+  Accuracy accuracy;
+  accuracy.error = acc.summary();
+  accuracy.reference = "bf16 GEMV on the weights before fp8 quantization (set 0)";
+  accuracy.rel_l2_tolerance = 0.1;
+  if (!accuracy.passed())
+    throw Error(ErrorKind::internal,
+                fmt::format("bench gemv: {} fp8: relative difference {:.3g} from the bf16 product",
+                            case_params(c), accuracy.error.rel_l2));
+  ResultRow row = make_row("gemv_fp8_braid", c, cfg, st,
+                           fmt::format("e4m3, 128x128 block scales; diff vs bf16 weights {:.1e}",
+                                       accuracy.error.rel_l2));
+  row.bytes = fp8_bytes(c);
+  row.accuracy = accuracy;
+  add(std::move(row));
+}
+
 // One line per case: both times, rates, % of the copy ceiling and the speed-up.
 std::string summary(const Report& run) {
   auto find = [&](const std::string& name, const std::string& params) -> const ResultRow* {
@@ -324,6 +400,21 @@ std::string summary(const Report& run) {
                        format_us(l->stats.median_us), achieved_gbps(*l).value_or(0),
                        pct(*l), l->stats.median_us / b->stats.median_us);
   }
+  bool fp8_header = false;
+  for (const Case& c : fp8_cases()) {
+    const ResultRow* f = find("gemv_fp8_braid", case_params(c));
+    if (!f) continue;
+    if (!fp8_header)
+      out += fmt::format("\n{:<32} {:>9} {:>8} {:>6} {:>9} {:>8}\n", "case (fp8 w)", "fp8 us",
+                         "GB/s", "%copy", "bf16 us", "speed-up");
+    fp8_header = true;
+    const ResultRow* b = find("gemv_braid", case_params(c));
+    out += fmt::format("{:<32} {:>9} {:>8.0f} {:>6} {:>9} {:>8}\n", case_params(c),
+                       format_us(f->stats.median_us), achieved_gbps(*f).value_or(0), pct(*f),
+                       b ? format_us(b->stats.median_us) : std::string("-"),
+                       b ? fmt::format("{:.2f}x", b->stats.median_us / f->stats.median_us)
+                         : std::string("-"));
+  }
   return out;
 }
 
@@ -344,6 +435,11 @@ SuiteResult run_gemv_bench(const GemvArgs& args) {
   }
   measure_fused(args.quick, *info, dev, add);
   cuda_allocator::empty_cache();
+  if (args.fp8)
+    for (const Case& c : fp8_cases()) {
+      measure_fp8_case(c, args.quick, *info, dev, add);
+      cuda_allocator::empty_cache();
+    }
 
   return report_result(
       run, summary(run) + "\n" +
@@ -358,6 +454,8 @@ SuiteRun gemv_command(CLI::App& cmd) {
   auto args = std::make_shared<GemvArgs>();
   cmd.add_flag("--quick", args->quick, "Fewer repetitions (smoke test)");
   cmd.add_flag("--sweep", args->sweep, "Also time other launch shapes of the kernel (tuning)");
+  cmd.add_flag("--fp8", args->fp8,
+               "Also time the fused GEMV on fp8 e4m3 weights with 128x128 block scales");
   return [args] { return run_gemv_bench(*args); };
 }
 

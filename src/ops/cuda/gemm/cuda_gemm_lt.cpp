@@ -24,6 +24,7 @@
 #include "ops/cuda/gemm/gemm_lt.h"
 #include "ops/cuda/gemm/lt_plan.h"
 #include "ops/cuda/gemv/gemv.h"
+#include "ops/cuda/gemv/gemv_fused.h"
 
 namespace braid::cuda {
 
@@ -205,7 +206,13 @@ T algo_config(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttribut
 // cuBLASLt's kernels do; everything else to cuBLASLt.
 void gemm(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out, Stream stream,
           const Tensor& w_scale) {
-  if (w.dtype == DType::f8e4m3) return gemm_fp8_blocks(a, w, w_scale, bias, out, stream);
+  if (w.dtype == DType::f8e4m3) {
+    // Up to 16 rows: the GEMV streams the fp8 weights (exact products); more: cuBLASLt's
+    // block-scaled fp8 GEMM on fp8-quantized activations.
+    if (a.size(0) <= 16 && gemv_fused_applicable(a, a.size(1), w))
+      return gemv_plain(a, w, w_scale, bias, out, stream);
+    return gemm_fp8_blocks(a, w, w_scale, bias, out, stream);
+  }
   if (gemv_applicable(a, w, bias, out))
     gemv(a, w, bias, out, stream);
   else

@@ -16,9 +16,8 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 // at batch 16 (1B 1.393 -> 1.654 ms, 7B 6.531 -> 7.644 ms), so more rows take the two-kernel path.
 constexpr int64_t kFuseMaxRows = 4;
 
-// fp8 weights take the primitive ops (cuda::gemm's fp8 paths) until the fused GEMV reads fp8.
 bool fuse(const Tensor& a, int64_t k, const Tensor& w) {
-  return w.dtype != DType::f8e4m3 && a.size(0) <= kFuseMaxRows && gemv_fused_applicable(a, k, w);
+  return a.size(0) <= kFuseMaxRows && gemv_fused_applicable(a, k, w);
 }
 
 }  // namespace
@@ -27,7 +26,7 @@ void rms_norm_gemm(const Tensor& x, const Tensor& norm_weight, float eps, const 
                    const Tensor& w_scale, const Tensor& bias, const Tensor& out,
                    const Tensor& normed, Stream stream) {
   if (fuse(x, x.size(1), w) && aligned16(norm_weight.data))
-    return gemv_rms_norm(x, norm_weight, eps, w, bias, out, stream);
+    return gemv_rms_norm(x, norm_weight, eps, w, w_scale, bias, out, stream);
   rms_norm(x, norm_weight, eps, normed, stream);
   gemm(normed, w, bias, out, stream, w_scale);
 }
@@ -61,7 +60,7 @@ void rms_norm_gemm_argmax(const Tensor& x, const Tensor& norm_weight, float eps,
 
 void gemm_add(const Tensor& a, const Tensor& w, const Tensor& w_scale, const Tensor& bias,
               const Tensor& residual, const Tensor& scratch, Stream stream) {
-  if (fuse(a, a.size(1), w)) return gemv_add(a, w, bias, residual, stream);
+  if (fuse(a, a.size(1), w)) return gemv_add(a, w, w_scale, bias, residual, stream);
   gemm(a, w, bias, scratch, stream, w_scale);
   add_inplace(scratch, residual, stream);
 }
@@ -70,7 +69,7 @@ void swiglu_gemm_add(const Tensor& gate_up, const Tensor& w, const Tensor& w_sca
                      const Tensor& residual, const Tensor& act, const Tensor& scratch,
                      Stream stream) {
   if (fuse(gate_up, gate_up.size(1) / 2, w))
-    return gemv_swiglu_add(gate_up, w, residual, stream);
+    return gemv_swiglu_add(gate_up, w, w_scale, residual, stream);
   silu_mul(gate_up, act, stream);
   gemm(act, w, Tensor{}, scratch, stream, w_scale);
   add_inplace(scratch, residual, stream);

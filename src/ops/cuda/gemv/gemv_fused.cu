@@ -18,10 +18,29 @@
 //     and atomic round trip prolonged a ~6 us block by ~0.7 us.) Keys order as torch.argmax
 //     does (NaN above all numbers, ties to the lower index), and the order is total, so the
 //     answer does not depend on the reduction's order.
+//
+// FP8 weights (e4m3, DeepSeek-V3 / Qwen3-FP8 checkpoints; the activations stay f16/bf16): a step
+// is 64 columns, each lane loading 16 bytes (16 weights) per row, as for 16-bit weights, and the
+// activations of those 16 columns as two 8-column chunks; each half of the weights becomes the 8
+// exact values of T that a 16-bit load would have given (gemv_device::fp8x8_to) and goes with its
+// chunk into the same two mmas as a 16-bit step. (Loading 8 bytes per lane in 32-column steps
+// instead, the 16-bit kernel's step unchanged, reached only 50-70 % of the copy bandwidth on an
+// H200 with 4 or 8 steps in flight alike: every load instruction then fetches 32-byte row
+// segments, half the bytes per L1 request of the 16-bit kernel.) The scales:
+//   - per output channel (w_scale [n, 1]): constant along k, so the finished sum is scaled once
+//     in the epilogue, before the bias and the add;
+//   - per 128 x 128 block (w_scale [ceil(n / 128), k / 128]): a 16-row tile lies inside one
+//     128-row block, so the warp needs one scale per 128 columns. Each warp's k slice is a whole
+//     number of 128-column blocks; the mmas of the steps of one block go into a zeroed `part`
+//     and `acc += scale * part` closes the block (one uniform 4-byte load per block, issued with
+//     the weight loads).
+// The 16-bit kernels are the WFormat::native instantiations, untouched by this.
 
 #include <climits>
+#include <string>
 #include <type_traits>
 
+#include "braid/error.h"
 #include "core/cuda_check.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/gemv/gemv_device.cuh"
@@ -41,6 +60,14 @@ constexpr int kMaxRows = 16;   // activation rows
 
 enum class Prologue { none, rms_norm, swiglu };
 
+// How w is stored: in the activations' dtype, or e4m3 with one scale per output channel (applied
+// in the epilogue) or per 128 x 128 block (applied per 128 columns in the loop).
+enum class WFormat { native, fp8_channel, fp8_block };
+
+constexpr int kFp8Block = 128;                              // columns (and rows) of a scale block
+constexpr int kFp8StepCols = 64;                            // fp8 step: 4 lanes x 16
+constexpr int kStepsPerScale = kFp8Block / kFp8StepCols;    // 2 fp8 steps per 128-column block
+
 struct FusedArgs {
   const void* a;            // activations; swiglu: [gate | up], up at column k
   const void* w;            // [n, k]
@@ -53,6 +80,7 @@ struct FusedArgs {
   float eps;
   bool out_f32, add_to_out;
   unsigned long long* argmax_keys;  // argmax epilogue (out unused): keys [m, blocks]
+  const float* w_scale;     // fp8: [n] per channel, or [ceil(n / 128), k / 128] per block
 };
 
 // 16 bytes of activations (every warp of the SM reads them: through L1); zeros when !pred.
@@ -98,6 +126,13 @@ __device__ __forceinline__ uint4 swiglu_transform(uint4 gate, uint4 up) {
     r.v[i] = from_float<T>(__fdividef(g, 1.0f + __expf(-g)) * to_float(uv.v[i]));
   }
   return r.u;
+}
+
+__device__ __forceinline__ void zero(float (&v)[2][4]) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) v[r][j] = 0.0f;
 }
 
 template <typename T>
@@ -165,9 +200,18 @@ __global__ void __launch_bounds__(256) argmax_keys_kernel(const unsigned long lo
 
 // kWide: m > 8, so activation rows g + 8 exist. swiglu's two activation loads per row halve the
 // steps in flight when both rows are live, to stay inside the 128 registers of 2 blocks per SM.
-template <typename T, Prologue P, bool kWide>
+template <typename T, Prologue P, bool kWide, WFormat W = WFormat::native>
 __global__ void __launch_bounds__(kWarps * 32, 2) gemv_fused_kernel(FusedArgs p) {
   constexpr int kUnroll = (P == Prologue::swiglu && kWide) ? 2 : 4;
+  constexpr bool kFp8 = W != WFormat::native;
+  constexpr bool kBlockScale = W == WFormat::fp8_block;
+  // fp8: steps of 64 columns, half as many in flight (the same weight bytes and activation
+  // registers per group as 16-bit's).
+  constexpr int kUnroll8 = kUnroll / 2;
+  // fp8 steps that share one block scale inside a group (groups start at multiples of kUnroll8,
+  // slices at multiples of kStepsPerScale, so a run never straddles two blocks).
+  constexpr int kRun = kUnroll8 < kStepsPerScale ? kUnroll8 : kStepsPerScale;
+  static_assert(kStepsPerScale % kRun == 0 && kUnroll8 % kRun == 0);
   __shared__ float partial[kWarps][kTileRows * 16];
   __shared__ float inv_rms[kMaxRows];
 
@@ -177,14 +221,20 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_fused_kernel(FusedArgs p)
   const int chunks = p.k / 8;  // 16-byte chunks per row
   const T* a = static_cast<const T*>(p.a);
 
-  const int steps = (p.k + kStepCols - 1) / kStepCols;
+  constexpr int kCols = kFp8 ? kFp8StepCols : kStepCols;
+  const int steps = (p.k + kCols - 1) / kCols;
   const int step_begin = warp * p.steps_per_slice;
   const int step_end = min(steps, step_begin + p.steps_per_slice);
 
-  // Rows past n read row n - 1 (a valid address) and are never stored.
+  // Rows past n read row n - 1 (a valid address) and are never stored. Weight pointers are in
+  // 16-byte chunks: 8 columns of T, or 16 of fp8.
+  using WElem = std::conditional_t<kFp8, uint8_t, T>;
   const int row0 = min(tile * kTileRows + g, p.n - 1), row1 = min(tile * kTileRows + 8 + g, p.n - 1);
-  const uint4* w0 = reinterpret_cast<const uint4*>(static_cast<const T*>(p.w) + int64_t{row0} * p.k);
-  const uint4* w1 = reinterpret_cast<const uint4*>(static_cast<const T*>(p.w) + int64_t{row1} * p.k);
+  const uint4* w0 = reinterpret_cast<const uint4*>(static_cast<const WElem*>(p.w) + int64_t{row0} * p.k);
+  const uint4* w1 = reinterpret_cast<const uint4*>(static_cast<const WElem*>(p.w) + int64_t{row1} * p.k);
+  // Block scales: the tile's 16 rows lie in 128-row block tile / 8; one scale per 128 columns.
+  const float* block_scale = nullptr;
+  if constexpr (kBlockScale) block_scale = p.w_scale + int64_t{tile * kTileRows / kFp8Block} * (p.k / kFp8Block);
   const bool has_lo = g < p.m, has_hi = kWide && g + 8 < p.m;
   const uint4* x_lo = reinterpret_cast<const uint4*>(a + (has_lo ? g * p.lda : 0));
   const uint4* x_hi = reinterpret_cast<const uint4*>(a + (has_hi ? (g + 8) * p.lda : 0));
@@ -211,36 +261,99 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_fused_kernel(FusedArgs p)
   }
 
   float acc[2][4] = {};
-  for (int s0 = step_begin; s0 < step_end; s0 += kUnroll) {
-    uint4 wv[kUnroll][2], xl[kUnroll], xh[kUnroll], el[kUnroll], eh[kUnroll], nw[kUnroll];
+  if constexpr (kFp8) {
+    float part[2][4];  // fp8_block: one run's unscaled sums
+    for (int s0 = step_begin; s0 < step_end; s0 += kUnroll8) {
+      // [step][half]: the activation chunks of the lane's 16 columns (8 each).
+      uint4 wv[kUnroll8][2], xl[kUnroll8][2], xh[kUnroll8][2], el[kUnroll8][2], eh[kUnroll8][2],
+          nw[kUnroll8][2];
+      [[maybe_unused]] float scale[kUnroll8 / kRun];  // the group's runs' block scales
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int c = (s0 + u) * 4 + t;
-      const bool ok = s0 + u < step_end && c < chunks;
-      wv[u][0] = load_weights(w0 + c, ok);
-      wv[u][1] = load_weights(w1 + c, ok);
-      xl[u] = load_activations(x_lo + c, ok && has_lo);
-      xh[u] = kWide ? load_activations(x_hi + c, ok && has_hi) : make_uint4(0, 0, 0, 0);
-      if constexpr (P == Prologue::rms_norm) nw[u] = load_activations(norm_w + c, ok);
-      if constexpr (P == Prologue::swiglu) {  // up sits k columns (chunks chunks) after gate
-        el[u] = load_activations(x_lo + chunks + c, ok && has_lo);
-        eh[u] = kWide ? load_activations(x_hi + chunks + c, ok && has_hi) : make_uint4(0, 0, 0, 0);
+      for (int u = 0; u < kUnroll8; ++u) {
+        const int c = (s0 + u) * 4 + t;   // 16-byte weight chunk: columns 16c .. 16c + 15
+        const bool ok = s0 + u < step_end;  // k % 128 == 0: a step's columns all exist
+        wv[u][0] = load_weights(w0 + c, ok);
+        wv[u][1] = load_weights(w1 + c, ok);
+        if constexpr (kBlockScale) {
+          if (u % kRun == 0) scale[u / kRun] = ok ? __ldg(block_scale + (s0 + u) / kStepsPerScale) : 0.0f;
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int ac = 2 * c + h;  // 8-column activation chunk
+          xl[u][h] = load_activations(x_lo + ac, ok && has_lo);
+          xh[u][h] = kWide ? load_activations(x_hi + ac, ok && has_hi) : make_uint4(0, 0, 0, 0);
+          if constexpr (P == Prologue::rms_norm) nw[u][h] = load_activations(norm_w + ac, ok);
+          if constexpr (P == Prologue::swiglu) {
+            el[u][h] = load_activations(x_lo + chunks + ac, ok && has_lo);
+            eh[u][h] = kWide ? load_activations(x_hi + chunks + ac, ok && has_hi) : make_uint4(0, 0, 0, 0);
+          }
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll8; ++u) {
+        // The run's sums go into `part` (zeroed at its first step) when its scale comes after.
+        float (&sums)[2][4] = kBlockScale ? part : acc;
+        if (kBlockScale && u % kRun == 0) zero(part);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          if constexpr (P == Prologue::rms_norm) {
+            xl[u][h] = rms_transform<T>(xl[u][h], nw[u][h], scale_lo);
+            if constexpr (kWide) xh[u][h] = rms_transform<T>(xh[u][h], nw[u][h], scale_hi);
+          }
+          if constexpr (P == Prologue::swiglu) {
+            xl[u][h] = swiglu_transform<T>(xl[u][h], el[u][h]);
+            if constexpr (kWide) xh[u][h] = swiglu_transform<T>(xh[u][h], eh[u][h]);
+          }
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const uint4 wr = gemv_device::fp8x8_to<T>(h == 0 ? make_uint2(wv[u][r].x, wv[u][r].y)
+                                                             : make_uint2(wv[u][r].z, wv[u][r].w));
+            mma<T>(sums[r], xl[u][h].x, xh[u][h].x, xl[u][h].y, xh[u][h].y, wr.x, wr.y);
+            mma<T>(sums[r], xl[u][h].z, xh[u][h].z, xl[u][h].w, xh[u][h].w, wr.z, wr.w);
+          }
+        }
+        if constexpr (kBlockScale) {
+          if (u % kRun == kRun - 1) {
+#pragma unroll
+            for (int r = 0; r < 2; ++r)
+#pragma unroll
+              for (int j = 0; j < 4; ++j) acc[r][j] = fmaf(scale[u / kRun], part[r][j], acc[r][j]);
+          }
+        }
       }
     }
+  } else {
+    for (int s0 = step_begin; s0 < step_end; s0 += kUnroll) {
+      uint4 wv[kUnroll][2], xl[kUnroll], xh[kUnroll], el[kUnroll], eh[kUnroll], nw[kUnroll];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      if constexpr (P == Prologue::rms_norm) {
-        xl[u] = rms_transform<T>(xl[u], nw[u], scale_lo);
-        if constexpr (kWide) xh[u] = rms_transform<T>(xh[u], nw[u], scale_hi);
-      }
-      if constexpr (P == Prologue::swiglu) {
-        xl[u] = swiglu_transform<T>(xl[u], el[u]);
-        if constexpr (kWide) xh[u] = swiglu_transform<T>(xh[u], eh[u]);
+      for (int u = 0; u < kUnroll; ++u) {
+        const int c = (s0 + u) * 4 + t;
+        const bool ok = s0 + u < step_end && c < chunks;
+        wv[u][0] = load_weights(w0 + c, ok);
+        wv[u][1] = load_weights(w1 + c, ok);
+        xl[u] = load_activations(x_lo + c, ok && has_lo);
+        xh[u] = kWide ? load_activations(x_hi + c, ok && has_hi) : make_uint4(0, 0, 0, 0);
+        if constexpr (P == Prologue::rms_norm) nw[u] = load_activations(norm_w + c, ok);
+        if constexpr (P == Prologue::swiglu) {  // up sits k columns (chunks chunks) after gate
+          el[u] = load_activations(x_lo + chunks + c, ok && has_lo);
+          eh[u] = kWide ? load_activations(x_hi + chunks + c, ok && has_hi) : make_uint4(0, 0, 0, 0);
+        }
       }
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        mma<T>(acc[r], xl[u].x, xh[u].x, xl[u].y, xh[u].y, wv[u][r].x, wv[u][r].y);
-        mma<T>(acc[r], xl[u].z, xh[u].z, xl[u].w, xh[u].w, wv[u][r].z, wv[u][r].w);
+      for (int u = 0; u < kUnroll; ++u) {
+        if constexpr (P == Prologue::rms_norm) {
+          xl[u] = rms_transform<T>(xl[u], nw[u], scale_lo);
+          if constexpr (kWide) xh[u] = rms_transform<T>(xh[u], nw[u], scale_hi);
+        }
+        if constexpr (P == Prologue::swiglu) {
+          xl[u] = swiglu_transform<T>(xl[u], el[u]);
+          if constexpr (kWide) xh[u] = swiglu_transform<T>(xh[u], eh[u]);
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          mma<T>(acc[r], xl[u].x, xh[u].x, xl[u].y, xh[u].y, wv[u][r].x, wv[u][r].y);
+          mma<T>(acc[r], xl[u].z, xh[u].z, xl[u].w, xh[u].w, wv[u][r].z, wv[u][r].w);
+        }
       }
     }
   }
@@ -253,13 +366,34 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_fused_kernel(FusedArgs p)
   float sum = 0.0f;
 #pragma unroll
   for (int s = 0; s < kWarps; ++s) sum += partial[s][i];  // rows >= m: never used
+  if constexpr (W == WFormat::fp8_channel) sum *= p.w_scale[min(out_col, p.n - 1)];
   if (p.argmax_keys) return argmax_epilogue(p, tile, sum);
   if (row >= p.m || out_col >= p.n) return;
   store_out<T>(p, row, out_col, sum);
 }
 
+// The format of w: native (its dtype is the activations'), or e4m3 with its scales' layout read
+// from w_scale's shape. Throws braid::Error for fp8 scales that fit neither layout.
+WFormat weight_format(const char* op, const Tensor& w, const Tensor& w_scale, int64_t k) {
+  if (w.dtype != DType::f8e4m3) return WFormat::native;
+  const int64_t n = w.size(0);
+  const std::string where = std::string(op) + ": 'w_scale' of f8e4m3 'w' [" + std::to_string(n) +
+                            ", " + std::to_string(k) + "]";
+  if (!w_scale.data || w_scale.dtype != DType::f32 || !w_scale.device.is_cuda() ||
+      !w_scale.is_contiguous())
+    throw Error(ErrorKind::invalid_argument, where + ": expected a contiguous f32 CUDA tensor");
+  if (w_scale.ndim == 2 && w_scale.size(0) == (n + kFp8Block - 1) / kFp8Block &&
+      w_scale.size(1) == k / kFp8Block)
+    return WFormat::fp8_block;  // (n = 1, k = 128: [1, 1] is both layouts, with one meaning)
+  if (w_scale.ndim == 2 && w_scale.size(0) == n && w_scale.size(1) == 1) return WFormat::fp8_channel;
+  throw Error(ErrorKind::shape, where + ": expected [" + std::to_string((n + kFp8Block - 1) / kFp8Block) +
+                                    ", " + std::to_string(k / kFp8Block) + "] (128 x 128 blocks) or [" +
+                                    std::to_string(n) + ", 1] (per channel)");
+}
+
 // The product's arguments; the output is set by with_out (or the argmax epilogue's fields).
-FusedArgs make_args(const Tensor& a, int64_t k, const Tensor& w, const Tensor& bias) {
+FusedArgs make_args(const Tensor& a, int64_t k, const Tensor& w, const Tensor& bias,
+                    WFormat format = WFormat::native, const Tensor& w_scale = Tensor{}) {
   FusedArgs p{};
   p.a = a.data;
   p.w = w.data;
@@ -268,8 +402,12 @@ FusedArgs make_args(const Tensor& a, int64_t k, const Tensor& w, const Tensor& b
   p.k = static_cast<int>(k);
   p.n = static_cast<int>(w.size(0));
   p.lda = p.m > 1 ? a.row_stride() : 0;
-  const int steps = (p.k + kStepCols - 1) / kStepCols;
+  const int step_cols = format == WFormat::native ? kStepCols : kFp8StepCols;
+  const int steps = (p.k + step_cols - 1) / step_cols;
   p.steps_per_slice = (steps + kWarps - 1) / kWarps;
+  if (format == WFormat::fp8_block)  // whole 128-column blocks per warp (k % 128 == 0)
+    p.steps_per_slice = (p.steps_per_slice + kStepsPerScale - 1) / kStepsPerScale * kStepsPerScale;
+  if (format != WFormat::native) p.w_scale = static_cast<const float*>(w_scale.data);
   return p;
 }
 
@@ -280,19 +418,28 @@ FusedArgs with_out(FusedArgs p, const Tensor& out) {
   return p;
 }
 
-template <Prologue P>
-void launch(const FusedArgs& p, DType dtype, Stream stream) {
+template <Prologue P, WFormat W>
+void launch_as(const FusedArgs& p, DType dtype, cudaStream_t s) {
   const auto blocks = static_cast<unsigned>((p.n + kTileRows - 1) / kTileRows);
-  auto s = static_cast<cudaStream_t>(stream.handle);
   dispatch_float_type(dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, float>) {  // f32 is refused by gemv_fused_applicable
       if (p.m > 8)
-        gemv_fused_kernel<T, P, true><<<blocks, kWarps * 32, 0, s>>>(p);
+        gemv_fused_kernel<T, P, true, W><<<blocks, kWarps * 32, 0, s>>>(p);
       else
-        gemv_fused_kernel<T, P, false><<<blocks, kWarps * 32, 0, s>>>(p);
+        gemv_fused_kernel<T, P, false, W><<<blocks, kWarps * 32, 0, s>>>(p);
     }
   });
+}
+
+template <Prologue P>
+void launch(const FusedArgs& p, DType dtype, Stream stream, WFormat format = WFormat::native) {
+  auto s = static_cast<cudaStream_t>(stream.handle);
+  switch (format) {
+    case WFormat::native: launch_as<P, WFormat::native>(p, dtype, s); break;
+    case WFormat::fp8_channel: launch_as<P, WFormat::fp8_channel>(p, dtype, s); break;
+    case WFormat::fp8_block: launch_as<P, WFormat::fp8_block>(p, dtype, s); break;
+  }
   BRAID_CUDA_CHECK_LAUNCH();
 }
 
@@ -300,6 +447,8 @@ void launch(const FusedArgs& p, DType dtype, Stream stream) {
 
 bool gemv_fused_applicable(const Tensor& a, int64_t k, const Tensor& w) {
   if (!a.device.is_cuda() || (a.dtype != DType::f16 && a.dtype != DType::bf16)) return false;
+  if (w.dtype != a.dtype && w.dtype != DType::f8e4m3) return false;
+  if (w.dtype == DType::f8e4m3 && k % kFp8Block != 0) return false;  // whole scale blocks per warp
   const int64_t m = a.size(0), n = w.size(0);
   if (m < 1 || m > kMaxRows || k % 8 != 0) return false;
   if (n > INT_MAX / 2 || a.size(1) > INT_MAX / 2) return false;  // int column indices
@@ -308,11 +457,12 @@ bool gemv_fused_applicable(const Tensor& a, int64_t k, const Tensor& w) {
 }
 
 void gemv_rms_norm(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
-                   const Tensor& bias, const Tensor& out, Stream stream) {
-  FusedArgs p = with_out(make_args(x, x.size(1), w, bias), out);
+                   const Tensor& w_scale, const Tensor& bias, const Tensor& out, Stream stream) {
+  const WFormat format = weight_format("gemv_rms_norm", w, w_scale, x.size(1));
+  FusedArgs p = with_out(make_args(x, x.size(1), w, bias, format, w_scale), out);
   p.norm_weight = norm_weight.data;
   p.eps = eps;
-  launch<Prologue::rms_norm>(p, x.dtype, stream);
+  launch<Prologue::rms_norm>(p, x.dtype, stream, format);
 }
 
 int64_t gemv_argmax_keys(int64_t m, int64_t n) { return m * ((n + kTileRows - 1) / kTileRows); }
@@ -333,18 +483,28 @@ void gemv_argmax(const Tensor& a, const Tensor& norm_weight, float eps, const Te
   BRAID_CUDA_CHECK_LAUNCH();
 }
 
-void gemv_add(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& residual,
-              Stream stream) {
-  FusedArgs p = with_out(make_args(a, a.size(1), w, bias), residual);
+void gemv_add(const Tensor& a, const Tensor& w, const Tensor& w_scale, const Tensor& bias,
+              const Tensor& residual, Stream stream) {
+  const WFormat format = weight_format("gemv_add", w, w_scale, a.size(1));
+  FusedArgs p = with_out(make_args(a, a.size(1), w, bias, format, w_scale), residual);
   p.add_to_out = true;
-  launch<Prologue::none>(p, a.dtype, stream);
+  launch<Prologue::none>(p, a.dtype, stream, format);
 }
 
-void gemv_swiglu_add(const Tensor& gate_up, const Tensor& w, const Tensor& residual,
-                     Stream stream) {
-  FusedArgs p = with_out(make_args(gate_up, gate_up.size(1) / 2, w, Tensor{}), residual);
+void gemv_swiglu_add(const Tensor& gate_up, const Tensor& w, const Tensor& w_scale,
+                     const Tensor& residual, Stream stream) {
+  const int64_t k = gate_up.size(1) / 2;
+  const WFormat format = weight_format("gemv_swiglu_add", w, w_scale, k);
+  FusedArgs p = with_out(make_args(gate_up, k, w, Tensor{}, format, w_scale), residual);
   p.add_to_out = true;
-  launch<Prologue::swiglu>(p, gate_up.dtype, stream);
+  launch<Prologue::swiglu>(p, gate_up.dtype, stream, format);
+}
+
+void gemv_plain(const Tensor& a, const Tensor& w, const Tensor& w_scale, const Tensor& bias,
+                const Tensor& out, Stream stream) {
+  const WFormat format = weight_format("gemv_plain", w, w_scale, a.size(1));
+  FusedArgs p = with_out(make_args(a, a.size(1), w, bias, format, w_scale), out);
+  launch<Prologue::none>(p, a.dtype, stream, format);
 }
 
 }  // namespace braid::cuda
