@@ -106,6 +106,10 @@ class Builder {
 }  // namespace
 
 Weights build_weights(const ModelConfig& c, Device device, DType dtype, const WeightSource& source) {
+  if (c.weights == WeightFormat::fp8_per_channel && device.is_cuda())
+    throw Error(ErrorKind::unsupported,
+                "checkpoint: fp8 with per-channel scales (compressed-tensors) runs on the CPU only "
+                "for now: CUDA has no per-channel fp8 GEMM for prompts yet");
   Weights w;
   w.device = device;
   w.dtype = dtype;

@@ -12,11 +12,12 @@
 namespace braid::test {
 namespace {
 
-// Linear layers whose rows are whole 128-row blocks: q/k/v/o, gate/up and down are 128 rows.
+// Linear layers whose rows are whole 128-row blocks (q 256, k and v 128, o, gate, up and down
+// 256 rows) and whose k is at least 256 (cuBLASLt's block-scaled GEMM needs it).
 TinyModelSpec fp8_spec(const std::string& format, bool dequantized) {
   TinyModelSpec s;
-  s.vocab = 96, s.hidden = 128, s.layers = 2, s.heads = 4, s.kv_heads = 4, s.head_dim = 32;
-  s.intermediate = 128;
+  s.vocab = 96, s.hidden = 256, s.layers = 2, s.heads = 8, s.kv_heads = 4, s.head_dim = 32;
+  s.intermediate = 256;
   s.fp8 = format;
   s.fp8_dequantized = dequantized;
   return s;
@@ -44,20 +45,31 @@ TEST_P(Fp8Checkpoint, CpuLogitsEqualTheDequantizedCheckpoints) {
 
 TEST_P(Fp8Checkpoint, CudaBf16MatchesTheCpuWithinTheActivationQuantization) {
   BRAID_REQUIRE_CUDA();
+  if (GetParam() == "channel") GTEST_SKIP() << "per-channel fp8 on CUDA: not yet (refused at load)";
   TinyModelDir dir(fp8_spec(GetParam(), false));
   engine::Engine cpu(dir.path(), {});
   engine::EngineOptions o;
   o.device = Device::cuda();
   engine::Engine gpu(dir.path(), o);
   const auto prompt = prompt_of(40, 5);  // 40 rows: the block-scaled GEMM path
-  if (GetParam() == "blocks") EXPECT_LE(rel_error(gpu.step(prompt, true), cpu.step(prompt, true)), 6e-2);
-  else EXPECT_THROW(gpu.step(prompt, true), Error) << "per-channel prefill over 16 rows is not there yet";
+  EXPECT_LE(rel_error(gpu.step(prompt, true), cpu.step(prompt, true)), 6e-2);
   engine::Engine gpu2(dir.path(), o), cpu2(dir.path(), {});
   for (int32_t t : prompt_of(6, 9))  // one row at a time: the GEMV path, exact products
     EXPECT_LE(rel_error(gpu2.step({t}), cpu2.step({t})), 3e-2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, Fp8Checkpoint, ::testing::Values("blocks", "channel"));
+
+// Prefill of more than 16 rows has no per-channel GEMM on CUDA yet: the engine says so at load
+// instead of failing in its warm-up.
+TEST(Fp8CheckpointErrors, PerChannelOnCudaIsRefusedAtLoad) {
+  BRAID_REQUIRE_CUDA();
+  TinyModelDir dir(fp8_spec("channel", false));
+  engine::EngineOptions o;
+  o.device = Device::cuda();
+  expect_error([&] { engine::Engine(dir.path(), o); }, ErrorKind::unsupported,
+               {"per-channel", "CPU"});
+}
 
 TEST(Fp8CheckpointErrors, MissingScaleUnknownMethodAndBadBlockSizeAreNamed) {
   TinyModelSpec s = fp8_spec("blocks", false);

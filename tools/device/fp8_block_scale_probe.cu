@@ -119,6 +119,19 @@ int main() {
     for (size_t i = 0; i < out.size(); ++i) { double d = double(float(out[i])) - ref[i]; num += d * d; den += ref[i] * ref[i]; }
     printf("layout act %s, w %s: rel l2 %.3g\n", act_kmajor ? "[m][k/128]" : "[k/128][m]", w_transposed ? "[k/128][n/128]" : "[n/128][k/128]", std::sqrt(num / den));
   }
+  // Which shapes the heuristic takes (m not a multiple of 4, 16 or 128; one k block).
+  for (Case sc : {Case{1, 384, 128}, Case{40, 384, 128}, Case{64, 384, 128}, Case{253, 384, 128},
+                  Case{256, 384, 128}, Case{64, 6144, 4096}, Case{100, 6144, 4096}, Case{128, 6144, 4096},
+                  Case{253, 6144, 4096}, Case{256, 6144, 4096}, Case{512, 6144, 4096}}) {
+    void *ba, *bw, *bo; float *bsa, *bsw;
+    CK(cudaMalloc(&ba, size_t(sc.m) * sc.k)); CK(cudaMalloc(&bw, size_t(sc.n) * sc.k));
+    CK(cudaMalloc(&bo, size_t(sc.m) * sc.n * 2));
+    CK(cudaMalloc(&bsa, size_t(sc.m + 128) * (sc.k / 128) * 4)); CK(cudaMalloc(&bsw, size_t(sc.n / 128 + 1) * (sc.k / 128) * 4));
+    float ms = 0;
+    cublasStatus_t st = run(h, sc, ba, bw, bsa, bsw, bo, true, ws, ws_bytes, 1, &ms);
+    printf("shape m=%d n=%d k=%d: status %d\n", sc.m, sc.n, sc.k, int(st));
+    cudaFree(ba), cudaFree(bw), cudaFree(bo), cudaFree(bsa), cudaFree(bsw);
+  }
   // Speed: block-scaled vs plain fp8 on large shapes (values and scales uninitialised: timing only).
   for (Case big : {Case{4096, 4096, 4096}, Case{8192, 8192, 8192}, Case{2048, 28672, 4096}, Case{2048, 4096, 14336}}) {
     void *ba, *bw, *bo; float *bsa, *bsw;

@@ -4,6 +4,7 @@
 
 #include "bench/harness/cuda/kernels.h"
 #include "bench/harness/cuda_only.h"
+#include "bench/harness/fp8_fill.h"
 #include "braid/dtype.h"
 
 namespace braid::bench {
@@ -22,8 +23,15 @@ model::Weights random_weights(const model::ModelConfig& c, Device device, DType 
   return model::build_weights(
       c, device, dtype, [&](const std::string& name, const std::vector<int64_t>&, const Tensor& dst) {
         const bool norm = name.find("norm") != std::string::npos;
-        const float lo = norm ? 0.9f : -0.03f, hi = norm ? 1.1f : 0.03f;
-        fill_random(dst, seed++, lo, hi);
+        const bool scale = name.ends_with("_scale_inv") || name.ends_with("_scale");
+        // fp8 linear layers: e4m3 values of stddev 64 times scales near 2.7e-4, so the weights
+        // they stand for spread like the 16-bit ones (uniform +-0.03: stddev 0.017).
+        const float lo = norm ? 0.9f : scale ? 2.5e-4f : -0.03f;
+        const float hi = norm ? 1.1f : scale ? 2.9e-4f : 0.03f;
+        if (dst.dtype == DType::f8e4m3)
+          fill_fp8_normal(dst, seed++, 64.0f);
+        else
+          fill_random(dst, seed++, lo, hi);
         if (named) named->emplace_back(name, dst);
       });
 }

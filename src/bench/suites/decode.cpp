@@ -2,6 +2,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <string>
 
@@ -47,6 +48,17 @@ constexpr Preset kPresets[] = {
       "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                        "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
       "tie_word_embeddings": false, "torch_dtype": "bfloat16"})"},
+    // Llama-3.1-8B as its FP8 checkpoints store it: the linear layers in fp8 e4m3 with a scale
+    // per 128 x 128 block; embeddings, norms and the LM head in bf16.
+    {"llama-3.1-8b-fp8", R"({"architectures": ["LlamaForCausalLM"], "vocab_size": 128256,
+      "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+      "num_attention_heads": 32, "num_key_value_heads": 8, "max_position_embeddings": 131072,
+      "rope_theta": 500000.0, "rms_norm_eps": 1e-5,
+      "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                       "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
+      "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+      "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                              "weight_block_size": [128, 128]}})"},
     {"qwen3-30b-a3b", R"({"architectures": ["Qwen3MoeForCausalLM"], "vocab_size": 151936,
       "hidden_size": 2048, "intermediate_size": 6144, "moe_intermediate_size": 768,
       "num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 4,
@@ -73,6 +85,18 @@ model::ModelConfig decode_preset(const std::string& name) {
               "bench decode: unknown shape '" + name + "' (known: " + known + ")");
 }
 
+namespace {
+// Bytes per element of a linear layer's weight: fp8 (plus its f32 scales) or the dtype.
+double linear_bytes(const model::ModelConfig& c, double rows, double cols, double e) {
+  switch (c.weights) {
+    case model::WeightFormat::dense: return rows * cols * e;
+    case model::WeightFormat::fp8_blocks: return rows * cols + std::ceil(rows / 128) * std::ceil(cols / 128) * 4;
+    case model::WeightFormat::fp8_per_channel: return rows * cols + rows * 4;
+  }
+  return rows * cols * e;
+}
+}  // namespace
+
 std::map<std::string, double> decode_component_bytes(const model::ModelConfig& c, int batch,
                                                     int context, size_t dtype_bytes) {
   // Names and grouping as forward() marks its components (norms inside the projection after them).
@@ -80,13 +104,13 @@ std::map<std::string, double> decode_component_bytes(const model::ModelConfig& c
   const double qkv = c.q_dim() + 2.0 * c.kv_dim();
   std::map<std::string, double> b;
   for (int l = 0; l < c.num_layers; ++l) {
-    b["qkv_proj"] += (H + qkv * H + (c.qkv_bias ? qkv : 0)) * e;
+    b["qkv_proj"] += (H + (c.qkv_bias ? qkv : 0)) * e + linear_bytes(c, qkv, H, e);
     b["qk_rope_kv"] += (2.0 * batch * c.kv_dim() + (c.qk_norm ? 2.0 * c.head_dim : 0)) * e;
     b["attention"] += 2.0 * batch * double(context) * c.kv_dim() * e;
-    b["o_proj"] += H * c.q_dim() * e;
+    b["o_proj"] += linear_bytes(c, H, c.q_dim(), e);
     if (!c.layer_is_moe(l)) {
-      b["gate_up_proj"] += (H + 2.0 * H * c.intermediate_size) * e;
-      b["down_proj"] += H * c.intermediate_size * e;
+      b["gate_up_proj"] += H * e + linear_bytes(c, 2.0 * c.intermediate_size, H, e);
+      b["down_proj"] += linear_bytes(c, H, c.intermediate_size, e);
     } else {
       const double reachable = std::min<double>(c.num_experts, double(batch) * c.experts_per_token);
       b["moe_router"] += (H + c.num_experts * H) * e;
@@ -104,12 +128,15 @@ double decode_step_bytes(const model::ModelConfig& c, int batch, int context, si
   double weights = V * H                    // LM head (the tied embedding counts here once)
                    + batch * H              // the batch's embedding rows
                    + H;                     // final norm
+  double linear = 0;  // bytes of the linear layers, fp8 or 16-bit
   for (int l = 0; l < c.num_layers; ++l) {
-    weights += 2 * H + qkv * H + H * c.q_dim();  // norms, QKV, o_proj
+    weights += 2 * H;  // norms
+    linear += linear_bytes(c, qkv, H, e) + linear_bytes(c, H, c.q_dim(), e);
     if (c.qkv_bias) weights += qkv;
     if (c.qk_norm) weights += 2.0 * c.head_dim;
     if (!c.layer_is_moe(l)) {
-      weights += 3.0 * H * c.intermediate_size;
+      linear += linear_bytes(c, 2.0 * c.intermediate_size, H, e) +
+                linear_bytes(c, H, c.intermediate_size, e);
     } else {
       const double reachable = std::min<double>(c.num_experts, double(batch) * c.experts_per_token);
       weights += c.num_experts * H + reachable * 3.0 * H * c.moe_intermediate_size;
@@ -117,7 +144,7 @@ double decode_step_bytes(const model::ModelConfig& c, int batch, int context, si
   }
   // The greedy step writes token ids, not logits (rms_norm_gemm_argmax).
   const double kv = 2.0 * c.num_layers * double(batch) * context * c.kv_dim();
-  return (weights + kv) * e;
+  return (weights + kv) * e + linear;
 }
 
 }  // namespace braid::bench

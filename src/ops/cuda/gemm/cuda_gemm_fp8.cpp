@@ -10,12 +10,19 @@
 // Row-major out[m, n] is column-major out^T[n, m] (as cuda_gemm_lt.cpp): cuBLASLt's A is w
 // (k x n, transposed), B is the quantized a (k x m).
 //
+// (Its block-scaled kernels need k >= 512: see gemm_fp8_blocks.)
+// cuBLASLt's heuristic takes these scale modes only when m is a multiple of 4 (measured with the
+// probe: m = 1 and 253 are refused, 40, 64, 100 and 128 taken), so the activations are quantized
+// into m rounded up to 4 rows (the extra rows zero) and, when m was not a multiple of 4, the
+// product lands in the scratch and its first m rows are copied out.
+//
 // The scratch grows on demand, never while a stream is being captured into a CUDA graph: the
 // engine's eager warm-up runs every shape it later captures, so the capture finds it large
 // enough (and a capture that would need more fails with an error that says so).
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,6 +33,7 @@
 #include "core/device_guard.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/gemm/lt_plan.h"
+#include "ops/cuda/gemv/gemv_fused.h"
 
 namespace braid::cuda {
 
@@ -33,6 +41,7 @@ namespace {
 
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 constexpr int64_t kBlock = 128;
+constexpr int64_t kSmallestCublasK = 512;  // see gemm_fp8_blocks
 
 struct Key {
   int device;
@@ -71,16 +80,24 @@ std::string describe_key(const Key& key) {
                      dtype_name(key.out), key.has_bias ? " with bias" : "", key.device);
 }
 
-std::unique_ptr<LtPlan> make_plan(const Key& key, cublasLtHandle_t handle) {
+// The heuristic refuses block-scale modes whose scale pointers are unset (INVALID_VALUE), and
+// reads the bias pointer's alignment: it is shown the first call's pointers; each call then sets
+// its own (bias pointers of one plan share their alignment: the workspace's and the weights'
+// allocations are 256-byte aligned).
+std::unique_ptr<LtPlan> make_plan(const Key& key, cublasLtHandle_t handle, const void* w_scale,
+                                  const void* a_scale, const void* bias) {
   auto plan = std::make_unique<LtPlan>();
   BRAID_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   set_desc(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
   set_desc(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
   set_desc(plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F);
   set_desc(plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F);
+  set_desc(plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, w_scale);
+  set_desc(plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, a_scale);
   if (key.has_bias) {
     set_desc(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
     set_desc(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, cuda_type(key.out));
+    set_desc(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
   }
   const auto m = static_cast<uint64_t>(key.m), n = static_cast<uint64_t>(key.n),
              k = static_cast<uint64_t>(key.k);
@@ -120,13 +137,26 @@ void gemm_fp8_blocks(const Tensor& a, const Tensor& w, const Tensor& w_scale, co
   const int64_t m = a.size(0), k = a.size(1), n = w.size(0);
   const bool block_scales = w_scale.size(0) == (n + kBlock - 1) / kBlock &&
                             w_scale.size(1) == (k + kBlock - 1) / kBlock;
-  if (!block_scales || k % kBlock != 0 || a.dtype != DType::bf16)
+  // k of 128 or 256 (one or two scale blocks along k): cuBLASLt 13.0's block-scaled kernels
+  // returned wrong products on an H200 (33-88% relative error at m 17-40, n 384; k = 512 and more
+  // were right at every m and n tried). Such small layers take the GEMV 16 rows at a time: exact
+  // products, and no model this size is bound by them.
+  if (k < kSmallestCublasK && gemv_fused_applicable(a.slice(0, 0, std::min<int64_t>(m, 16)), k, w)) {
+    for (int64_t r = 0; r < m; r += 16) {
+      const int64_t e = std::min(m, r + 16);
+      gemv_plain(a.slice(0, r, e), w, w_scale, bias, out.slice(0, r, e), stream);
+    }
+    return;
+  }
+  if (!block_scales || k % kBlock != 0 || k < kSmallestCublasK || a.dtype != DType::bf16)
     throw Error(ErrorKind::unsupported,
                 fmt::format("gemm: an fp8 product of {} rows (more than the GEMV takes) needs bf16 "
-                            "activations, k % 128 == 0 and 128 x 128 weight scales; got {} "
+                            "activations, k a multiple of 128 and 128 x 128 weight scales; got {} "
                             "activations, k = {}, scales {}",
                             m, dtype_name(a.dtype), k, shape_string(w_scale)));
-  const Key key{out.device.index, m, n, k, m > 1 ? out.row_stride() : n, out.dtype,
+  const int64_t m4 = (m + 3) / 4 * 4;
+  const bool padded = m4 != m;
+  const Key key{out.device.index, m4, n, k, padded || m == 1 ? n : out.row_stride(), out.dtype,
                 bias.defined()};
   DeviceGuard guard(out.device);
   Cache& c = cache();
@@ -136,8 +166,10 @@ void gemm_fp8_blocks(const Tensor& a, const Tensor& w, const Tensor& w_scale, co
     dev.lt.workspace = Buffer(kWorkspaceBytes, Device::cuda(key.device));
     BRAID_CUBLAS_CHECK(cublasLtCreate(&dev.lt.handle));
   }
-  const size_t q_bytes = static_cast<size_t>((m * k + 255) / 256 * 256);
-  const size_t need = q_bytes + static_cast<size_t>(k / kBlock * m) * sizeof(float);
+  const size_t q_bytes = static_cast<size_t>((m4 * k + 255) / 256 * 256);
+  const size_t scale_bytes = static_cast<size_t>((k / kBlock * m4 * 4 + 255) / 256 * 256);
+  const size_t out_bytes = padded ? static_cast<size_t>(m4 * n) * dtype_size(out.dtype) : 0;
+  const size_t need = q_bytes + scale_bytes + out_bytes;
   if (dev.scratch.size() < need) {
     if (capturing(stream))
       throw Error(ErrorKind::internal,
@@ -148,12 +180,19 @@ void gemm_fp8_blocks(const Tensor& a, const Tensor& w, const Tensor& w_scale, co
     dev.scratch = Buffer(need, Device::cuda(key.device));
   }
   auto* base = static_cast<uint8_t*>(dev.scratch.data());
-  const Tensor q(base, DType::f8e4m3, out.device, {m, k});
-  const Tensor q_scale(base + q_bytes, DType::f32, out.device, {k / kBlock, m});
-  moe_fp8_quantize(a, q, q_scale, stream);
+  const auto s = static_cast<cudaStream_t>(stream.handle);
+  const Tensor q(base, DType::f8e4m3, out.device, {m4, k});
+  const Tensor q_scale(base + q_bytes, DType::f32, out.device, {k / kBlock, m4});
+  if (padded) BRAID_CUDA_CHECK(cudaMemsetAsync(base, 0, q_bytes + scale_bytes, s));
+  // The first m rows, their scales at row stride m4 (moe_fp8_quantize's q_scale is [K/128, M] rows).
+  Tensor q_rows = q.slice(0, 0, m);
+  Tensor scale_rows = q_scale.slice(1, 0, m);
+  moe_fp8_quantize(a, q_rows, scale_rows, stream);
+  void* d = padded ? static_cast<void*>(base + q_bytes + scale_bytes) : out.data;
 
   auto it = c.plans.find(key);
-  if (it == c.plans.end()) it = c.plans.emplace(key, make_plan(key, dev.lt.handle)).first;
+  if (it == c.plans.end())
+    it = c.plans.emplace(key, make_plan(key, dev.lt.handle, w_scale.data, q_scale.data, bias.data)).first;
   LtPlan& plan = *it->second;
   const void* w_scale_ptr = w_scale.data;
   const void* a_scale_ptr = q_scale.data;
@@ -162,9 +201,15 @@ void gemm_fp8_blocks(const Tensor& a, const Tensor& w, const Tensor& w_scale, co
   if (key.has_bias) set_desc(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(bias.data));
   const float alpha = 1.0f, beta = 0.0f;
   BRAID_CUBLAS_CHECK(cublasLtMatmul(dev.lt.handle, plan.desc, &alpha, w.data, plan.w_layout, q.data,
-                                    plan.a_layout, &beta, out.data, plan.out_layout, out.data,
-                                    plan.out_layout, &plan.choice.algo, dev.lt.workspace.data(),
-                                    dev.lt.workspace.size(), static_cast<cudaStream_t>(stream.handle)));
+                                    plan.a_layout, &beta, d, plan.out_layout, d, plan.out_layout,
+                                    &plan.choice.algo, dev.lt.workspace.data(),
+                                    dev.lt.workspace.size(), s));
+  if (padded) {
+    const size_t row = static_cast<size_t>(n) * dtype_size(out.dtype);
+    const size_t pitch = m > 1 ? static_cast<size_t>(out.row_stride()) * dtype_size(out.dtype) : row;
+    BRAID_CUDA_CHECK(cudaMemcpy2DAsync(out.data, pitch, d, row, row, static_cast<size_t>(m),
+                                       cudaMemcpyDeviceToDevice, s));
+  }
 }
 
 }  // namespace braid::cuda
