@@ -122,20 +122,28 @@ StepWork step_work(const model::ModelConfig& c, const engine::StepInfo& s, size_
 }
 
 namespace {
-double bound_seconds(double bytes, double flops, const Ceilings& c) {
-  return std::max(bytes / (c.copy_gbps * 1e9), flops / (c.gemm_tflops * 1e12));
+// Seconds of compute: the matrix products at their rate, attention at the bf16 one.
+double compute_seconds(double matmul_flops, double attention_flops, const Ceilings& c, bool fp8) {
+  const double matmul_rate = fp8 ? c.fp8_gemm_tflops : c.gemm_tflops;
+  return matmul_flops / (matmul_rate * 1e12) + attention_flops / (c.gemm_tflops * 1e12);
+}
+bool known(const Ceilings& c, bool fp8) {
+  return c.copy_gbps > 0 && c.gemm_tflops > 0 && (!fp8 || c.fp8_gemm_tflops > 0);
 }
 }  // namespace
 
-double step_floor_seconds(const StepWork& w, const Ceilings& c) {
-  if (c.copy_gbps <= 0 || c.gemm_tflops <= 0) return 0;
-  return bound_seconds(w.bytes, w.flops, c);
+double step_floor_seconds(const StepWork& w, const Ceilings& c, bool fp8_matmuls) {
+  if (!known(c, fp8_matmuls)) return 0;
+  return std::max(w.bytes / (c.copy_gbps * 1e9),
+                  compute_seconds(w.matmul_flops, w.attention_flops, c, fp8_matmuls));
 }
 
-double sequential_floor_seconds(const StepWork& w, const Ceilings& c) {
-  if (c.copy_gbps <= 0 || c.gemm_tflops <= 0) return 0;
-  return bound_seconds(w.matmul_bytes, w.matmul_flops, c) +
-         bound_seconds(w.attention_bytes, w.attention_flops, c);
+double sequential_floor_seconds(const StepWork& w, const Ceilings& c, bool fp8_matmuls) {
+  if (!known(c, fp8_matmuls)) return 0;
+  return std::max(w.matmul_bytes / (c.copy_gbps * 1e9),
+                  compute_seconds(w.matmul_flops, 0, c, fp8_matmuls)) +
+         std::max(w.attention_bytes / (c.copy_gbps * 1e9),
+                  compute_seconds(0, w.attention_flops, c, fp8_matmuls));
 }
 
 ThroughputRun run_throughput(const ThroughputOptions& o) {
@@ -181,6 +189,7 @@ ThroughputRun run_throughput(const ThroughputOptions& o) {
   }
   const model::ModelConfig& config = eng->model_config();
   const size_t dtype_bytes = dtype_size(eng->dtype());
+  const bool fp8 = config.weights != model::WeightFormat::dense;
 
   // Random prompts (ids past the first few, which are often special), seeded.
   std::mt19937_64 rng(o.seed);
@@ -216,8 +225,8 @@ ThroughputRun run_throughput(const ThroughputOptions& o) {
     const engine::StepInfo& s = eng->last_step();
     if (!s.ran) return;
     const StepWork w = step_work(config, s, dtype_bytes);
-    const double floor_s = step_floor_seconds(w, run.report.ceilings);
-    const double sequential_s = sequential_floor_seconds(w, run.report.ceilings);
+    const double floor_s = step_floor_seconds(w, run.report.ceilings, fp8);
+    const double sequential_s = sequential_floor_seconds(w, run.report.ceilings, fp8);
     for (Bucket* b : {&buckets[bucket_of(s)], &all}) {
       b->us.push_back(s.seconds * 1e6);
       b->bytes += w.bytes, b->flops += w.flops, b->floor_s += floor_s, b->seconds += s.seconds;

@@ -43,10 +43,12 @@ StepWork step_work(const model::ModelConfig& config, const engine::StepInfo& ste
 // The step's floor on ceilings `c` (seconds; 0 when a ceiling is unknown): the whole step's work
 // at the slower of copy bandwidth and the GEMM rate. A step of prompt chunks is compute bound and
 // its decode rows' K/V reads memory bound, so this floor is reached only by overlapping the two.
-double step_floor_seconds(const StepWork& w, const Ceilings& c);
+// With fp8_matmuls (an fp8 checkpoint) the matrix products' FLOPs are priced at the fp8 GEMM
+// ceiling (0 when it was not measured), attention's at the bf16 one.
+double step_floor_seconds(const StepWork& w, const Ceilings& c, bool fp8_matmuls = false);
 // The floor of the same work run as the engine runs it, one part after the other: the matrix
 // products at their bound, then attention at its bound.
-double sequential_floor_seconds(const StepWork& w, const Ceilings& c);
+double sequential_floor_seconds(const StepWork& w, const Ceilings& c, bool fp8_matmuls = false);
 
 struct ThroughputRun {
   Report report;        // rows: one per kind of step, and the whole run

@@ -47,6 +47,21 @@ TEST(BenchThroughput, TheSequentialFloorAddsWhatTheFloorOverlaps) {
   EXPECT_EQ(sequential_floor_seconds(w, ceilings(3000, 0)), 0.0);
 }
 
+TEST(BenchThroughput, AnFp8CheckpointsMatrixProductsArePricedAtTheFp8Rate) {
+  StepWork w;
+  w.matmul_bytes = 8e9, w.matmul_flops = 30e12;     // 20 ms at 1500 TFLOP/s, 40 ms at 750
+  w.attention_bytes = 0, w.attention_flops = 1.5e12;  // 2 ms at 750
+  w.bytes = w.matmul_bytes + w.attention_bytes;
+  w.flops = w.matmul_flops + w.attention_flops;
+  Ceilings c = ceilings(3000, 750);
+  c.fp8_gemm_tflops = 1500;
+  EXPECT_NEAR(step_floor_seconds(w, c, true), 0.022, 1e-9);
+  EXPECT_NEAR(step_floor_seconds(w, c, false), 0.042, 1e-9);
+  EXPECT_NEAR(sequential_floor_seconds(w, c, true), 0.022, 1e-9);
+  c.fp8_gemm_tflops = 0;
+  EXPECT_EQ(step_floor_seconds(w, c, true), 0.0) << "no fp8 ceiling, no fp8 floor";
+}
+
 TEST(BenchThroughput, ARunOnTheCpuCountsEveryTokenAndSaysWhyItHasNoProfile) {
   test::TinyModelDir dir(test::TinyModelSpec{});
   ThroughputOptions o;
