@@ -155,10 +155,13 @@ def main():
         if os.path.exists(path):
             seed("tokenizer_load", name, small_tokenizer(path) + "\0" + sample)
 
-    # tokenizer_encode: the strings of the tokenizer goldens, one file each (deduplicated).
+    # tokenizer_encode: the strings of the tokenizer goldens and the Unicode defect strings, one
+    # file each (deduplicated), and every 16th of the sampled code-point strings.
     strings = {sample}
-    for path in sorted(glob.glob(os.path.join(ROOT, "tests", "data", "tokenizer", "goldens_*.json"))):
-        strings.update(json.loads(read(path))["strings"])
+    for path in sorted(glob.glob(os.path.join(ROOT, "tests", "data", "tokenizer", "*.json"))):
+        data = json.loads(read(path))
+        strings.update(data.get("strings", []) if "goldens_" in path else data.get("strings", [])[::16])
+        strings.update(data.get("defect_strings", []))
     for s in sorted(strings):
         if s:
             seed("tokenizer_encode", hashlib.sha1(s.encode()).hexdigest()[:12], s)
