@@ -5,7 +5,7 @@ BUILD_TYPE ?= Release
 PYTHON ?= /usr/bin/python3
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps configure build run test clean
+.PHONY: all deps configure build run test clean fuzz test-sanitize
 
 MODEL ?= models/tiny-fortunes
 PROMPT ?= The meaning of life is
@@ -34,5 +34,36 @@ test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --output-junit ctest.xml; \
 	  status=$$?; $(PYTHON) $(CURDIR)/scripts/test_summary.py ctest.xml; exit $$status
 
+# `make test-sanitize` and `make fuzz` share one build folder (CPU only, clang-14, AddressSanitizer
+# with leak checks + UndefinedBehaviorSanitizer, libFuzzer's coverage, -O1 with line tables): the
+# library is compiled once for both, which halves what they add to CI.
+SANITIZE_BUILD ?= build-sanitize
+FUZZ_BUILD ?= $(SANITIZE_BUILD)
+sanitize-configure-%: deps
+	@cmake -S . -B $* -G Ninja -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
+	  -DBRAID_FUZZ=ON -DBRAID_ENABLE_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" >/dev/null
+
+# `make test-sanitize`: the C++ tests on the CPU under the sanitizers, by ctest; any report fails
+# its test. SANITIZE_TESTS narrows the run to a ctest -R regex; SANITIZE_SKIP leaves out what
+# measures speed rather than correctness (a 200-client load test meets its read timeouts at
+# sanitizer speed) and braid_c_smoke (not built here).
+SANITIZE_TESTS ?=
+SANITIZE_SKIP ?= ^braid_c_smoke$$|^ServerLoad\.TwoHundredConcurrentRequests$$
+test-sanitize: sanitize-configure-$(SANITIZE_BUILD)
+	@cmake --build $(SANITIZE_BUILD) -j $(JOBS) --target braid_tests
+	@cd $(SANITIZE_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --output-on-failure -j $(JOBS) --output-junit ctest.xml -E '$(SANITIZE_SKIP)' \
+	    $(if $(SANITIZE_TESTS),-R '$(SANITIZE_TESTS)'); \
+	  status=$$?; $(PYTHON) $(CURDIR)/scripts/test_summary.py ctest.xml; exit $$status
+
+# `make fuzz FUZZ_SECONDS=N`: every libFuzzer target of tests/fuzz/ for N seconds each, from the
+# committed seeds (tests/fuzz/corpus/), then a table of executions per target.
+FUZZ_SECONDS ?= 30
+fuzz: sanitize-configure-$(FUZZ_BUILD)
+	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_targets
+	@bash tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(SANITIZE_BUILD) $(FUZZ_BUILD)

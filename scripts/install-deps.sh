@@ -8,6 +8,8 @@ packages=(
   nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev
   libpcre2-dev libutf8proc-dev libcpp-httplib-dev
   python3 python3-numpy python3-pytest python3-matplotlib python3-jinja2
+  # make fuzz: clang with libFuzzer and the sanitizer runtimes (make test-sanitize uses g++'s)
+  clang-14 libclang-rt-14-dev
 )
 
 missing=()

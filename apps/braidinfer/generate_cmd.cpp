@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -16,6 +15,7 @@
 #include "commands.h"
 #include "engine/engine.h"
 #include "engine/generate.h"
+#include "engine/prompt_ids.h"
 #include "tokenizer/tokenizer.h"
 
 namespace braid::cli {
@@ -41,24 +41,6 @@ struct GenerateArgs {
   std::string system;  // --chat's optional system message
 };
 
-std::vector<int32_t> parse_ids(const std::string& text) {
-  std::vector<int32_t> ids;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    try {
-      size_t used = 0;
-      const long v = std::stol(item, &used);
-      if (used != item.size()) throw std::invalid_argument(item);
-      ids.push_back(static_cast<int32_t>(v));
-    } catch (const std::exception&) {
-      throw Error(ErrorKind::invalid_argument,
-                  "generate: --prompt-ids must be comma-separated integers, got '" + item + "'");
-    }
-  }
-  return ids;
-}
-
 int run_generate(const GenerateArgs& a) {
   if (!std::filesystem::is_directory(a.model))
     throw Error(ErrorKind::io, "generate: --model '" + a.model + "' is not a folder");
@@ -72,7 +54,7 @@ int run_generate(const GenerateArgs& a) {
   std::unique_ptr<tokenizer::Tokenizer> tok;
   std::vector<int32_t> prompt;
   if (!a.prompt_ids.empty()) {
-    prompt = parse_ids(a.prompt_ids);
+    prompt = engine::parse_prompt_ids(a.prompt_ids);
   } else if (a.chat) {
     // The template writes the special tokens (BOS, role markers) itself: none are added again.
     const chat::ChatTemplate templ = chat::ChatTemplate::from_dir(a.model);
@@ -110,6 +92,11 @@ int run_generate(const GenerateArgs& a) {
   const engine::GenerationResult r =
       engine::generate(eng, prompt, a.new_tokens, sampling, eos, on_token);
   if (stream && !a.print_ids) fmt::print("{}", stream->finish());
+  if (const std::string note = engine::context_stop_note(r, a.new_tokens, eng.context());
+      !note.empty()) {
+    std::fflush(stdout);
+    fmt::print(stderr, "\n{}\n", note);
+  }
 
   const double prefill_tps = r.prefill_ms > 0 ? r.prompt_tokens / (r.prefill_ms / 1e3) : 0;
   const double ms_per_token = r.decode_steps ? r.decode_ms / r.decode_steps : 0;

@@ -27,8 +27,16 @@
 extern "C" {
 #endif
 
+/* C++ reads a C enum as int, like C does: without a fixed type, a value outside the enumerators
+   (an unknown status a C caller passes to braid_status_string) is undefined behaviour in C++. */
+#ifdef __cplusplus
+#define BRAID_ENUM_INT : int
+#else
+#define BRAID_ENUM_INT
+#endif
+
 /* ---- status: numbered like braid::ErrorKind (include/braid/error.h) ---- */
-typedef enum braid_status {
+typedef enum braid_status BRAID_ENUM_INT {
   BRAID_OK = 0,
   BRAID_ERR_INVALID_ARGUMENT = 1, /* a value out of range, inconsistent sizes, NULL descriptor */
   BRAID_ERR_SHAPE = 2,

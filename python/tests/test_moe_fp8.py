@@ -14,6 +14,7 @@ import pytest
 np = pytest.importorskip("numpy")
 
 import braidinfer as bi  # noqa: E402
+import torch_features  # noqa: E402
 from braidinfer import BraidError  # noqa: E402
 
 try:
@@ -213,9 +214,8 @@ def test_errors_numpy():
 @pytest.fixture(params=["cpu", "cuda"])
 def device(request):
     """A torch device: the CPU (needs torch only) and the current CUDA device (skips without one
-    or in a CPU-only build)."""
-    if torch is None:
-        pytest.skip("torch is not installed")
+    or in a CPU-only build). The torch tests here all use torch.float8_e4m3fn."""
+    torch_features.require("float8")
     if request.param == "cpu":
         return torch.device("cpu")
     return request.getfixturevalue("cuda")

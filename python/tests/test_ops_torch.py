@@ -17,6 +17,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import braidinfer as bi  # noqa: E402
 from braidinfer import BraidError, Status  # noqa: E402
+import torch_features  # noqa: E402
 from rope_reference import SCALINGS, braid_config, inv_freq_and_scaling  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("library")
@@ -254,6 +255,7 @@ def sdpa_reference(q, cu, ks, vs, causal, scale):
     """Each sequence through F.scaled_dot_product_attention in fp32 on q's device, GQA by
     repeat_interleave; the last q_len of kv_len tokens are the queries, so q_len < kv_len needs
     an explicit bottom-right-aligned causal mask."""
+    torch_features.require("sdpa")
     out = torch.empty(q.shape, dtype=torch.float32, device=q.device)
     for b in range(len(ks)):
         qs = q[cu[b]: cu[b + 1]].float().transpose(0, 1)[None]  # [1, heads, q_len, d]
@@ -432,6 +434,7 @@ def test_errors_name_the_argument():
 
 def test_float8_dtype_reaches_the_library():
     # No op here takes float8, but the descriptor must carry it: the library names it.
+    torch_features.require("float8")
     x = torch.empty(2, 16, dtype=torch.float8_e4m3fn)
     with pytest.raises(BraidError) as e:
         bi.rms_norm(x, torch.empty(16, dtype=torch.float8_e4m3fn),

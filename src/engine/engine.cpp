@@ -15,6 +15,13 @@ model::ModelConfig load_checked_config(const std::string& dir, const EngineOptio
   model::ModelConfig c = model::load_config(dir);
   if (o.page_size <= 0 || o.max_step_tokens <= 0)
     throw Error(ErrorKind::invalid_argument, "engine: page_size and max_step_tokens must be positive");
+  // Checked before any weight is read: positions past the model's are untrained (and its RoPE
+  // scaling is defined only up to them), so a larger context is refused, not silently allowed.
+  if (c.max_position_embeddings > 0 && o.max_context > c.max_position_embeddings)
+    throw Error(ErrorKind::invalid_argument,
+                "engine: --max-context " + std::to_string(o.max_context) +
+                    " is larger than the model's max_position_embeddings (" +
+                    std::to_string(c.max_position_embeddings) + ")");
   return c;
 }
 

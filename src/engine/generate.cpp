@@ -60,7 +60,17 @@ GenerationResult generate(Engine& engine, const std::vector<int32_t>& prompt, in
     r.decode_ms += ms_since(t0);
     ++r.decode_steps;
   }
+  r.stopped_at_context = !r.stopped_at_eos && budget < max_new_tokens;
   return r;
+}
+
+std::string context_stop_note(const GenerationResult& r, int max_new_tokens, int context) {
+  if (!r.stopped_at_context) return "";
+  return "generate: stopped after " + std::to_string(r.tokens.size()) + " of " +
+         std::to_string(max_new_tokens) + " new tokens: the " + std::to_string(r.prompt_tokens) +
+         " prompt tokens and " + std::to_string(max_new_tokens) +
+         " new ones do not fit the context of " + std::to_string(context) +
+         " tokens (raise --max-context, up to the model's max_position_embeddings)";
 }
 
 }  // namespace braid::engine

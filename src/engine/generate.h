@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "engine/engine.h"
@@ -17,6 +18,8 @@ struct GenerationResult {
   double decode_ms = 0;         // every later step, summed
   int decode_steps = 0;
   bool stopped_at_eos = false;
+  // Fewer than max_new_tokens were made because the prompt and they outgrow the context.
+  bool stopped_at_context = false;
 };
 
 // Resets the engine, then generates up to max_new_tokens after `prompt`, calling on_token for
@@ -25,5 +28,9 @@ struct GenerationResult {
 GenerationResult generate(Engine& engine, const std::vector<int32_t>& prompt, int max_new_tokens,
                           const SamplingParams& sampling, const std::vector<int32_t>& eos_ids,
                           const std::function<void(int32_t)>& on_token = {});
+
+// What `generate` prints on stderr when r.stopped_at_context (how many tokens were made of how
+// many asked, and why); "" otherwise. An early stop must not pass for a finished one.
+std::string context_stop_note(const GenerationResult& r, int max_new_tokens, int context);
 
 }  // namespace braid::engine

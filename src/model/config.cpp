@@ -75,25 +75,34 @@ bool as_int(const json& v, int& out) {
   return true;
 }
 
-int read_int(const Source& s, const char* key, const json* v, int min) {
+constexpr int kNoLimit = std::numeric_limits<int>::max();
+
+// An integer >= min and <= max (one of the loader limits of config.h). Too large for an int is
+// reported as past the limit too: 2^40 and 10^6 get the same message.
+int read_int(const Source& s, const char* key, const json* v, int min, int max = kNoLimit) {
   int out = 0;
+  if (max != kNoLimit && v->is_number() && v->get<double>() > max)
+    field_error(ErrorKind::invalid_argument, s, key,
+                "at most " + std::to_string(max) + " (braidinfer's limit; no model is this large)",
+                v);
   if (!as_int(*v, out) || out < min)
     field_error(ErrorKind::invalid_argument, s, key,
                 min == 1 ? "a positive integer" : "an integer >= " + std::to_string(min), v);
   return out;
 }
 
-int required_int(const Source& s, const char* key, int min = 1) {
+int required_int(const Source& s, const char* key, int min = 1, int max = kNoLimit) {
   const json* v = get(s, key);
   if (v == nullptr)
     field_error(ErrorKind::invalid_argument, s, key,
                 min == 1 ? "a positive integer" : "an integer >= " + std::to_string(min), v);
-  return read_int(s, key, v, min);
+  return read_int(s, key, v, min, max);
 }
 
-int optional_int(const Source& s, const char* key, int fallback, int min = 1) {
+int optional_int(const Source& s, const char* key, int fallback, int min = 1,
+                 int max = kNoLimit) {
   const json* v = get(s, key);
-  return v == nullptr ? fallback : read_int(s, key, v, min);
+  return v == nullptr ? fallback : read_int(s, key, v, min, max);
 }
 
 // A finite number > 0 (or >= 0 when zero_ok).
@@ -198,7 +207,8 @@ void parse_rope(const Source& cfg, ModelConfig& m, double default_theta) {
   const double partial = optional_number(ps, "partial_rotary_factor", 1.0);
   m.rope.rotary_dim = m.head_dim;
   if (partial != 1.0) {
-    m.rope.rotary_dim = static_cast<int>(m.head_dim * partial);
+    // A factor above 1 is refused before the product is converted: a huge one does not fit int.
+    m.rope.rotary_dim = partial > 1.0 ? 0 : static_cast<int>(m.head_dim * partial);
     if (m.rope.rotary_dim <= 0 || m.rope.rotary_dim % 2 != 0 || m.rope.rotary_dim > m.head_dim)
       field_error(ErrorKind::invalid_argument, ps, "partial_rotary_factor",
                   "a factor giving an even rotary dimension <= head_dim (" +
@@ -215,11 +225,13 @@ void parse_rope(const Source& cfg, ModelConfig& m, double default_theta) {
     m.rope.factor = static_cast<float>(required_number(rp, "factor"));
     m.rope.low_freq_factor = static_cast<float>(required_number(rp, "low_freq_factor"));
     m.rope.high_freq_factor = static_cast<float>(required_number(rp, "high_freq_factor"));
-    m.rope.original_max_position = required_int(rp, "original_max_position_embeddings");
+    m.rope.original_max_position =
+        required_int(rp, "original_max_position_embeddings", 1, kMaxPositions);
   } else if (type == "yarn") {
     m.rope.scaling = ops::RopeScaling::yarn;
     m.rope.original_max_position =
-        optional_int(rp, "original_max_position_embeddings", m.max_position_embeddings);
+        optional_int(rp, "original_max_position_embeddings", m.max_position_embeddings, 1,
+                     kMaxPositions);
     // transformers 5: without a factor, the context extension ratio is the factor.
     if (get(rp, "factor") == nullptr && get(rp, "original_max_position_embeddings") == nullptr)
       field_error(ErrorKind::invalid_argument, rp, "factor",
@@ -251,7 +263,7 @@ void parse_rope(const Source& cfg, ModelConfig& m, double default_theta) {
 
 void parse_moe(const Source& s, ModelConfig& m) {
   const char* experts_key = get(s, "num_experts") != nullptr ? "num_experts" : "num_local_experts";
-  m.num_experts = required_int(s, experts_key);
+  m.num_experts = required_int(s, experts_key, 1, kMaxExperts);
   m.experts_per_token = required_int(s, "num_experts_per_tok");
   if (m.experts_per_token > m.num_experts)
     field_error(ErrorKind::invalid_argument, s, "num_experts_per_tok",
@@ -263,7 +275,7 @@ void parse_moe(const Source& s, ModelConfig& m) {
     m.norm_topk_prob = true;
     return;
   }
-  m.moe_intermediate_size = required_int(s, "moe_intermediate_size");
+  m.moe_intermediate_size = required_int(s, "moe_intermediate_size", 1, kMaxIntermediateSize);
   m.norm_topk_prob = optional_bool(s, "norm_topk_prob", false);  // Qwen3MoeConfig's default
   m.decoder_sparse_step = optional_int(s, "decoder_sparse_step", 1);
   const json* only = get(s, "mlp_only_layers");
@@ -397,12 +409,12 @@ ModelConfig parse_config(const std::string& config_json, const std::string& gene
   const bool mixtral = m.arch == Arch::mixtral;
   const bool qwen = m.arch == Arch::qwen2 || m.arch == Arch::qwen3 || m.arch == Arch::qwen3_moe;
 
-  m.vocab_size = required_int(s, "vocab_size");
-  m.hidden_size = required_int(s, "hidden_size");
-  m.intermediate_size = required_int(s, "intermediate_size");
-  m.num_layers = required_int(s, "num_hidden_layers");
-  m.num_heads = required_int(s, "num_attention_heads");
-  m.num_kv_heads = optional_int(s, "num_key_value_heads", m.num_heads);
+  m.vocab_size = required_int(s, "vocab_size", 1, kMaxVocab);
+  m.hidden_size = required_int(s, "hidden_size", 1, kMaxHiddenSize);
+  m.intermediate_size = required_int(s, "intermediate_size", 1, kMaxIntermediateSize);
+  m.num_layers = required_int(s, "num_hidden_layers", 1, kMaxLayers);
+  m.num_heads = required_int(s, "num_attention_heads", 1, kMaxHeads);
+  m.num_kv_heads = optional_int(s, "num_key_value_heads", m.num_heads, 1, kMaxHeads);
   if (m.num_heads % m.num_kv_heads != 0)
     field_error(ErrorKind::invalid_argument, s, "num_key_value_heads",
                 "a divisor of num_attention_heads (" + std::to_string(m.num_heads) + ")",
@@ -413,7 +425,12 @@ ModelConfig parse_config(const std::string& config_json, const std::string& gene
                     ") is not a multiple of num_attention_heads (" + std::to_string(m.num_heads) +
                     ")",
                 nullptr);
-  m.head_dim = optional_int(s, "head_dim", m.hidden_size / m.num_heads);
+  m.head_dim = optional_int(s, "head_dim", m.hidden_size / m.num_heads, 1, kMaxHeadDim);
+  if (int64_t{m.num_heads} * m.head_dim > kMaxQDim)
+    field_error(ErrorKind::invalid_argument, s, "head_dim",
+                "at most " + std::to_string(kMaxQDim) + " / num_attention_heads (" +
+                    std::to_string(m.num_heads) + ") (braidinfer's limit on the query width)",
+                get(s, "head_dim"));
   if (m.head_dim % 2 != 0)
     field_error(ErrorKind::invalid_argument, s, "head_dim", "an even number (RoPE rotates pairs)",
                 get(s, "head_dim"));
@@ -421,7 +438,8 @@ ModelConfig parse_config(const std::string& config_json, const std::string& gene
   // Family defaults as in transformers' config classes.
   m.rms_norm_eps = static_cast<float>(optional_number(s, "rms_norm_eps", mixtral ? 1e-5 : 1e-6));
   const int default_max_pos = m.arch == Arch::llama ? 2048 : mixtral ? 4096 * 32 : 32768;
-  m.max_position_embeddings = optional_int(s, "max_position_embeddings", default_max_pos);
+  m.max_position_embeddings =
+      optional_int(s, "max_position_embeddings", default_max_pos, 1, kMaxPositions);
   m.tie_word_embeddings = optional_bool(s, "tie_word_embeddings", false);
   m.dtype = parse_dtype(s);
   m.weights = parse_quantization(s);

@@ -11,6 +11,21 @@ namespace braid::model {
 
 enum class Arch { llama, qwen2, qwen3, qwen3_moe, mixtral };
 
+// Loader limits: a config past one of these is refused while it is parsed, before anything is
+// sized from it, with the field named. Each is far above any released model (vocabularies reach
+// 262144, depth 126 layers, hidden 16384, q width 16384, context 10M), and together they keep
+// every size the engine derives from a config (per-token widths in int, tensor sizes in int64)
+// from overflowing, so a hostile config.json cannot make the loader allocate or index wildly.
+inline constexpr int kMaxVocab = 1 << 24;             // vocab_size
+inline constexpr int kMaxHiddenSize = 1 << 17;        // hidden_size
+inline constexpr int kMaxIntermediateSize = 1 << 20;  // intermediate_size, moe_intermediate_size
+inline constexpr int kMaxLayers = 4096;               // num_hidden_layers
+inline constexpr int kMaxHeads = 4096;                // num_attention_heads, num_key_value_heads
+inline constexpr int kMaxHeadDim = 4096;              // head_dim
+inline constexpr int kMaxQDim = 1 << 18;              // num_attention_heads x head_dim
+inline constexpr int kMaxPositions = 1 << 26;         // max_position_embeddings (and rope's)
+inline constexpr int kMaxExperts = 1 << 14;           // num_experts / num_local_experts
+
 // "LlamaForCausalLM", ... : the names config.json's "architectures" uses.
 std::string_view arch_name(Arch a);
 // Lists the supported architecture names, for error messages.

@@ -100,13 +100,18 @@ void parse_entry(const std::string& file, const std::string& name, const json& v
   auto sh = v.find("shape");
   if (sh == v.end() || !sh->is_array())
     tensor_error(file, name, "expected an array field 'shape'");
+  // numel, and the product of the nonzero sizes: a view's strides are products of sizes, so
+  // that one must fit int64 too even when a zero makes the tensor empty.
   uint64_t numel = 1;
+  int64_t nonzero = 1;
   for (const json& d : *sh) {
     uint64_t n = 0;
     if (!as_nonnegative(d, n) || n > static_cast<uint64_t>(INT64_MAX))
       tensor_error(file, name, "shape " + sh->dump() + ": every entry must be an integer >= 0");
-    if (__builtin_mul_overflow(numel, n, &numel))
-      tensor_error(file, name, "shape " + sh->dump() + " has too many elements");
+    numel *= n;
+    if (n != 0 && __builtin_mul_overflow(nonzero, static_cast<int64_t>(n), &nonzero))
+      tensor_error(file, name,
+                   "shape " + sh->dump() + " has too many elements (more than 2^63 - 1)");
     e.shape.push_back(static_cast<int64_t>(n));
   }
 

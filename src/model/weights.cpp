@@ -17,8 +17,14 @@ std::string shape_text(const std::vector<int64_t>& s) {
 
 class Builder {
  public:
-  Builder(Device device, DType dtype, Weights& w, const WeightSource& source)
-      : device_(device), dtype_(dtype), weights_(w), source_(source) {}
+  Builder(Device device, DType dtype, Weights& w, const WeightSource& source,
+          const WeightCheck& check)
+      : device_(device), dtype_(dtype), weights_(w), source_(source), check_(check) {}
+
+  // Before an allocation: every tensor that will go into it exists as the config says.
+  void check(const std::string& name, const std::vector<int64_t>& shape) {
+    if (check_) check_(name, shape);
+  }
 
   // A new device tensor of the engine's dtype (or another).
   Tensor allocate(const std::vector<int64_t>& shape) { return allocate(shape, dtype_); }
@@ -34,6 +40,7 @@ class Builder {
   }
 
   Tensor load(const std::string& name, const std::vector<int64_t>& shape) {
+    check(name, shape);
     Tensor t = allocate(shape);
     fill(name, shape, t);
     return t;
@@ -43,7 +50,10 @@ class Builder {
   // into one [sum] tensor when cols == 0).
   Tensor stack(const std::vector<std::string>& names, const std::vector<int64_t>& rows, int64_t cols) {
     int64_t total = 0;
-    for (int64_t r : rows) total += r;
+    for (size_t i = 0; i < names.size(); ++i) {
+      check(names[i], cols ? std::vector<int64_t>{rows[i], cols} : std::vector<int64_t>{rows[i]});
+      total += rows[i];
+    }
     Tensor t = cols ? allocate({total, cols}) : allocate({total});
     int64_t at = 0;
     for (size_t i = 0; i < names.size(); ++i) {
@@ -70,6 +80,10 @@ class Builder {
       total += rows[i];
     }
     const int64_t scale_cols = blocks ? (cols + 127) / 128 : 1;
+    for (size_t i = 0; i < names.size(); ++i) {
+      check(names[i], {rows[i], cols});
+      check(names[i] + (blocks ? "_scale_inv" : "_scale"), {blocks ? rows[i] / 128 : rows[i], scale_cols});
+    }
     Tensor t = allocate({total, cols}, DType::f8e4m3);
     scale = allocate({blocks ? total / 128 : total, scale_cols}, DType::f32);
     int64_t at = 0;
@@ -85,6 +99,12 @@ class Builder {
   // Experts stored one tensor per expert, packed as [E, 2 I, H] (gate rows, then up) and [E, H, I].
   void experts(LayerWeights& lw, const std::string& prefix, int E, int I, int H, const char* gate,
                const char* up, const char* down) {
+    for (int e = 0; e < E; ++e) {
+      const std::string p = prefix + "." + std::to_string(e) + ".";
+      check(p + gate + ".weight", {I, H});
+      check(p + up + ".weight", {I, H});
+      check(p + down + ".weight", {H, I});
+    }
     lw.experts_gate_up = allocate({E, 2 * I, H});
     lw.experts_down = allocate({E, H, I});
     for (int e = 0; e < E; ++e) {
@@ -101,11 +121,13 @@ class Builder {
   DType dtype_;
   Weights& weights_;
   const WeightSource& source_;
+  const WeightCheck& check_;
 };
 
 }  // namespace
 
-Weights build_weights(const ModelConfig& c, Device device, DType dtype, const WeightSource& source) {
+Weights build_weights(const ModelConfig& c, Device device, DType dtype, const WeightSource& source,
+                      const WeightCheck& check) {
   if (c.weights == WeightFormat::fp8_per_channel && device.is_cuda())
     throw Error(ErrorKind::unsupported,
                 "checkpoint: fp8 with per-channel scales (compressed-tensors) runs on the CPU only "
@@ -113,7 +135,7 @@ Weights build_weights(const ModelConfig& c, Device device, DType dtype, const We
   Weights w;
   w.device = device;
   w.dtype = dtype;
-  Builder b(device, dtype, w, source);
+  Builder b(device, dtype, w, source, check);
   const int H = c.hidden_size, V = c.vocab_size, hd = c.head_dim;
   const int qd = c.q_dim(), kvd = c.kv_dim();
 
@@ -164,8 +186,9 @@ Weights build_weights(const ModelConfig& c, Device device, DType dtype, const We
 
 Weights load_weights(const ModelConfig& c, const Checkpoint& checkpoint, Device device, DType dtype) {
   OwnedTensor staging;  // host buffer for dtype conversions, reused
-  auto from_checkpoint = [&](const std::string& name, const std::vector<int64_t>& shape,
-                             const Tensor& dst) {
+  // The tensor, once it is known to be there with the shape the config implies: checked before
+  // its memory is allocated (the dtype, which depends on the destination, when it is filled).
+  auto entry = [&](const std::string& name, const std::vector<int64_t>& shape) {
     const TensorEntry* e = checkpoint.find(name);
     if (!e)
       throw Error(ErrorKind::io, "checkpoint: missing tensor '" + name + "' (expected shape " +
@@ -174,6 +197,11 @@ Weights load_weights(const ModelConfig& c, const Checkpoint& checkpoint, Device 
       throw Error(ErrorKind::io, "checkpoint: tensor '" + name + "' in " + e->file +
                                      ": expected shape " + shape_text(shape) + ", got " +
                                      shape_text(e->shape));
+    return e;
+  };
+  auto from_checkpoint = [&](const std::string& name, const std::vector<int64_t>& shape,
+                             const Tensor& dst) {
+    const TensorEntry* e = entry(name, shape);
     // fp8 values are taken as stored; their scales in any float type (f32 or bf16 in the wild);
     // everything else in the dtype config.json declares.
     const bool fp8 = dst.dtype == DType::f8e4m3;
@@ -198,7 +226,10 @@ Weights load_weights(const ModelConfig& c, const Checkpoint& checkpoint, Device 
       store_from_float(staging.data(), dst.dtype, i, load_as_float(e->data, e->dtype, i));
     copy(staging.view(), dst.reshape({n}));
   };
-  return build_weights(c, device, dtype, from_checkpoint);
+  return build_weights(c, device, dtype, from_checkpoint,
+                       [&](const std::string& name, const std::vector<int64_t>& shape) {
+                         (void)entry(name, shape);
+                       });
 }
 
 }  // namespace braid::model

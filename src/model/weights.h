@@ -56,13 +56,21 @@ struct Weights {
 using WeightSource = std::function<void(const std::string& name, const std::vector<int64_t>& shape,
                                         const Tensor& dst)>;
 
-// Allocates every weight the config needs in the packed layout and fills each from `source`.
+// Called with each Hugging Face tensor's name and shape before the memory that will hold it is
+// allocated; throws if the source cannot supply it. A checkpoint's check keeps the loader from
+// allocating what a config only claims.
+using WeightCheck = std::function<void(const std::string& name, const std::vector<int64_t>& shape)>;
+
+// Allocates every weight the config needs in the packed layout and fills each from `source`
+// (after `check`, when given, has accepted every tensor going into that allocation).
 Weights build_weights(const ModelConfig& config, Device device, DType dtype,
-                      const WeightSource& source);
+                      const WeightSource& source, const WeightCheck& check = {});
 
 // Loads and packs every weight the config needs, converted to `dtype`, on `device`. Each tensor
 // must exist with the shape the config implies and the checkpoint's declared dtype; a missing,
-// mis-shaped or mis-typed tensor is an error (ErrorKind::io) that names it.
+// mis-shaped or mis-typed tensor is an error (ErrorKind::io) that names it; a missing or
+// mis-shaped one is found before its memory is allocated, so what is allocated never exceeds what
+// the checkpoint holds (converted), whatever sizes config.json claims.
 Weights load_weights(const ModelConfig& config, const Checkpoint& checkpoint, Device device,
                      DType dtype);
 

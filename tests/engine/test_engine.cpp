@@ -2,6 +2,8 @@
 // agrees, the GPU (bf16) agrees with the CPU (f32), and bad input is a clear error.
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
 #include "engine/generate.h"
@@ -111,6 +113,43 @@ TEST(EngineErrors, PromptOverTheContextAndBadTokens) {
   // Generation stops at the context's end instead of overrunning it.
   auto r = engine::generate(eng, prompt_of(15, 96, 2), 50, {}, {});
   EXPECT_EQ(r.tokens.size(), 5u);
+  // Regression (issue 20): and says so, for `generate` to print on stderr.
+  EXPECT_TRUE(r.stopped_at_context);
+  const std::string note = engine::context_stop_note(r, 50, eng.context());
+  for (const char* part : {"stopped after 5 of 50", "15 prompt tokens", "context of 20",
+                           "--max-context"})
+    EXPECT_NE(note.find(part), std::string::npos) << note;
+  // Not when -n fits, nor when an end token came first.
+  r = engine::generate(eng, prompt_of(15, 96, 2), 5, {}, {});
+  EXPECT_FALSE(r.stopped_at_context);
+  EXPECT_EQ(engine::context_stop_note(r, 5, eng.context()), "");
+}
+
+// Regression (issue 20): --max-context past max_position_embeddings was accepted silently, while
+// the context error says the limit is the model's. Refused before the weights are read.
+TEST(EngineErrors, MaxContextPastTheModelsPositionsIsRefused) {
+  TinyModelDir dir(TinyModelSpec{});  // max_position_embeddings 256
+  engine::EngineOptions o;
+  o.max_context = 257;
+  expect_error([&] { engine::Engine(dir.path(), o); }, ErrorKind::invalid_argument,
+               {"--max-context 257", "max_position_embeddings (256)"});
+  o.max_context = 256;
+  EXPECT_EQ(engine::Engine(dir.path(), o).context(), 256);
+}
+
+// Loader limits (issue 20): a config.json whose sizes are within the limits but far beyond its
+// checkpoint (a 2^24 x 2^17 embedding: 8 TB in fp32) fails on the first tensor, before anything
+// of that size is allocated: memory while loading follows the real file, not the config's claims.
+TEST(EngineErrors, ConfigSizesPastTheCheckpointFailBeforeAllocating) {
+  TinyModelDir dir(TinyModelSpec{});
+  const std::string config = dir.path() + "/config.json";
+  nlohmann::json c;
+  std::ifstream(config) >> c;
+  c["vocab_size"] = 1 << 24;
+  c["hidden_size"] = 1 << 17;
+  std::ofstream(config) << c.dump();
+  expect_error([&] { engine::Engine(dir.path(), {}); }, ErrorKind::io,
+               {"model.embed_tokens.weight", "expected shape [16777216, 131072]", "[96, 64]"});
 }
 
 TEST(EngineErrors, MissingOrMistypedTensorsAreNamed) {

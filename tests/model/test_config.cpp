@@ -656,6 +656,11 @@ TEST(ConfigErrors, WrongTypesAndRanges) {
                ErrorKind::invalid_argument, {"field 'decoder_sparse_step'"});
   expect_error([&] { parse(with(kQwen3_06B, {{"partial_rotary_factor", 0.29}})); },
                ErrorKind::invalid_argument, {"field 'partial_rotary_factor'", "even rotary"});
+  // Regression (issue 20, through fuzz_config): head_dim x 1e300 was converted to int (undefined
+  // behaviour, caught by UBSan) before the range check.
+  for (double factor : {1e300, 3e9, 1.5})
+    expect_error([&] { parse(with(kQwen3_06B, {{"partial_rotary_factor", factor}})); },
+                 ErrorKind::invalid_argument, {"field 'partial_rotary_factor'", "even rotary"});
 }
 
 TEST(ConfigErrors, UnknownRopeType) {
@@ -705,6 +710,34 @@ TEST(ConfigErrors, UnsupportedFeatures) {
   EXPECT_NO_THROW(parse(with(kMixtral_8x7B, {{"sliding_window", 32768}})));  // covers the context
   expect_error([&] { parse(with(kQwen3_06B, {{"layer_types", {"full_attention", "sliding_attention"}}})); },
                ErrorKind::unsupported, {"field 'layer_types'", "sliding_attention"});
+}
+
+// Loader limits (issue 20): sizes no model has are refused while parsing, before anything is
+// sized from them, with the field and the limit named. 2^40 does not fit an int; 10^6 layers and
+// the others do, and used to be accepted.
+TEST(ConfigErrors, AbsurdSizesRefusedNamingTheField) {
+  const std::vector<std::pair<std::string, json>> absurd = {
+      {"vocab_size", int64_t{1} << 40},        {"num_hidden_layers", 1000000},
+      {"vocab_size", 1 << 30},                 {"hidden_size", 1 << 30},
+      {"intermediate_size", 2000000000},       {"num_attention_heads", 1 << 20},
+      {"num_key_value_heads", 1 << 20},        {"head_dim", 1 << 20},
+      {"max_position_embeddings", 2000000000},
+  };
+  for (const auto& entry : absurd) {
+    const std::string& field = entry.first;  // (clang 14: no structured bindings in lambdas)
+    const json& value = entry.second;
+    SCOPED_TRACE(field + " = " + value.dump());
+    expect_error([&] { parse(with(kLlama32_1B, {{field, value}})); }, ErrorKind::invalid_argument,
+                 {"config.json: field '" + field + "'", "at most", "got " + value.dump()});
+  }
+  expect_error([&] { parse(with(kQwen3_30B_A3B, {{"num_experts", 1 << 20}})); },
+               ErrorKind::invalid_argument, {"field 'num_experts'", "at most"});
+  expect_error([&] { parse(with(kQwen3_30B_A3B, {{"moe_intermediate_size", 1 << 30}})); },
+               ErrorKind::invalid_argument, {"field 'moe_intermediate_size'", "at most"});
+  // Each within its limit, but heads x head_dim past what a row of q can hold.
+  expect_error([&] { parse(with(kLlama32_1B, {{"num_attention_heads", 4096}, {"num_key_value_heads", 4096},
+                                              {"head_dim", 4096}})); },
+               ErrorKind::invalid_argument, {"field 'head_dim'", "num_attention_heads"});
 }
 
 }  // namespace

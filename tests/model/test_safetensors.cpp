@@ -294,6 +294,21 @@ TEST(SafetensorsErrors, ShapeOverflow) {
                {"tensor 'w'", "too many elements"});
 }
 
+// Loader limits (issue 20): the element count must fit int64 even where a zero dimension makes
+// the product 0 (the strides of a view would overflow), and where it fits uint64 but not int64.
+TEST(SafetensorsErrors, ShapeOverflowsInt64) {
+  TempDir dir;
+  for (const char* shape : {"[0, 4611686018427387904, 4]", "[4294967296, 2147483648]",
+                            "[9223372036854775807, 2, 0]"}) {
+    SCOPED_TRACE(shape);
+    const std::string path = file_with_header(
+        dir, std::string(R"({"w": {"dtype": "U8", "data_offsets": [0, 0], "shape": )") + shape + "}}",
+        0);
+    expect_error([&] { SafetensorsFile::open(path); }, ErrorKind::io,
+                 {"tensor 'w'", "too many elements"});
+  }
+}
+
 TEST(SafetensorsErrors, EntryMissingFields) {
   TempDir dir;
   const std::string path =

@@ -160,7 +160,7 @@ TEST(Tokenizer, NormalizedAddedTokensMatchAfterNfc) {
   j["normalizer"] = {{"type", "NFC"}};
   json t = added_token(40, "\xC3\xA9!", false);  // "é!" written precomposed
   t["normalized"] = true;
-  j["added_tokens"] = {t};
+  j["added_tokens"] = json::array({t});  // not {t}: clang reads that as a copy of t
   const Tokenizer tok = load(j);
   EXPECT_EQ(tok.encode("e\xCC\x81!"), (Ids{40}));  // e + combining acute composes to é
 }
@@ -177,7 +177,7 @@ TEST(Tokenizer, NfcNormalizerComposes) {
 
 TEST(Tokenizer, TemplateProcessingAddsTokensOnRequest) {
   json j = base_tokenizer();
-  j["added_tokens"] = {added_token(20, "<s>", true)};
+  j["added_tokens"] = json::array({added_token(20, "<s>", true)});
   j["post_processor"] = json::parse(R"({
     "type": "Sequence",
     "processors": [
@@ -265,7 +265,7 @@ TEST(StreamDecoder, HoldsBackIncompleteCharacters) {
 
 TEST(StreamDecoder, SkipsSpecialTokensOnRequest) {
   json j = base_tokenizer();
-  j["added_tokens"] = {added_token(20, "<s>", true)};
+  j["added_tokens"] = json::array({added_token(20, "<s>", true)});
   const Tokenizer tok = load(j);
   StreamDecoder keep(tok), skip(tok, /*skip_special_tokens=*/true);
   std::string kept, skipped;
