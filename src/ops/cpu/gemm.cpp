@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "ops/cpu/cpu_ops.h"
+#include "ops/weight_check.h"
 
 namespace braid::cpu {
 
@@ -28,12 +29,10 @@ void gemm(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& ou
   // An fp8 w's scales: 128 x 128 blocks, or one per row ([n, 1]); a value times its scale is
   // exact in fp32 (a 4-bit significand times a 24-bit one).
   const bool scaled = w_scale.defined();
+  const check::ScaleBlocks blocks = scaled ? check::scale_blocks({w, w_scale}) : check::ScaleBlocks{1, 1};
   const int64_t scale_cols = scaled ? w_scale.size(1) : 0;
-  const bool per_row = scaled && w_scale.size(0) == n && scale_cols == 1 &&
-                       !(w_scale.size(0) == (n + 127) / 128 && scale_cols == (k + 127) / 128);
   auto scale = [&](int64_t row, int64_t col) {
-    const int64_t r = per_row ? row : row / 128, c = per_row ? 0 : col / 128;
-    return load_as_float(w_scale.data, DType::f32, r * scale_cols + c);
+    return load_as_float(w_scale.data, DType::f32, row / blocks.rows * scale_cols + col / blocks.cols);
   };
   const int64_t a_stride = a.row_stride(), out_stride = out.row_stride();
 

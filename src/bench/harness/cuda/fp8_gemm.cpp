@@ -101,22 +101,9 @@ std::unique_ptr<Plan> make_plan(const Key& key, cublasLtHandle_t handle) {
   BRAID_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a_layout, CUDA_R_8F_E4M3, k, m, key.ldb));
   BRAID_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->out_layout, CUDA_R_16BF, n, m, key.ldc));
 
-  cublasLtMatmulPreference_t pref = nullptr;
-  BRAID_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  const size_t workspace = kWorkspaceBytes;
-  cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
-      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace));
-  int found = 0;
-  if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasLtMatmulAlgoGetHeuristic(handle, plan->desc, plan->w_layout, plan->a_layout,
-                                        plan->out_layout, plan->out_layout, pref, 1, &plan->choice,
-                                        &found);
-  cublasLtMatmulPreferenceDestroy(pref);
-  if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0) ||
-      (st == CUBLAS_STATUS_SUCCESS && plan->choice.state != CUBLAS_STATUS_SUCCESS))
+  if (!cuda::choose_algorithm(handle, *plan, kWorkspaceBytes))
     throw Error(ErrorKind::unsupported,
                 "bench fp8_gemm: cuBLASLt has no fp8 e4m3 algorithm for " + describe_key(key));
-  BRAID_CUBLAS_CHECK(st);
   return plan;
 }
 

@@ -34,6 +34,7 @@
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/gemm/lt_plan.h"
 #include "ops/cuda/gemv/gemv_fused.h"
+#include "ops/weight_check.h"
 
 namespace braid::cuda {
 
@@ -104,23 +105,10 @@ std::unique_ptr<LtPlan> make_plan(const Key& key, cublasLtHandle_t handle, const
   BRAID_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->w_layout, CUDA_R_8F_E4M3, k, n, k));
   BRAID_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a_layout, CUDA_R_8F_E4M3, k, m, k));
   BRAID_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->out_layout, cuda_type(key.out), n, m, key.ldo));
-  cublasLtMatmulPreference_t pref = nullptr;
-  BRAID_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  const size_t workspace = kWorkspaceBytes;
-  cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
-      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace));
-  int found = 0;
-  if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasLtMatmulAlgoGetHeuristic(handle, plan->desc, plan->w_layout, plan->a_layout,
-                                        plan->out_layout, plan->out_layout, pref, 1, &plan->choice,
-                                        &found);
-  cublasLtMatmulPreferenceDestroy(pref);
-  if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0) ||
-      (st == CUBLAS_STATUS_SUCCESS && plan->choice.state != CUBLAS_STATUS_SUCCESS))
+  if (!choose_algorithm(handle, *plan, kWorkspaceBytes))
     throw Error(ErrorKind::unsupported,
                 "gemm: cuBLASLt has no block-scaled fp8 algorithm for " + describe_key(key) +
                     " (it needs CUDA 12.9+ on a Hopper GPU)");
-  BRAID_CUBLAS_CHECK(st);
   return plan;
 }
 
@@ -135,8 +123,7 @@ bool capturing(Stream stream) {
 void gemm_fp8_blocks(const Tensor& a, const Tensor& w, const Tensor& w_scale, const Tensor& bias,
                      const Tensor& out, Stream stream) {
   const int64_t m = a.size(0), k = a.size(1), n = w.size(0);
-  const bool block_scales = w_scale.size(0) == (n + kBlock - 1) / kBlock &&
-                            w_scale.size(1) == (k + kBlock - 1) / kBlock;
+  const bool block_scales = check::scale_blocks({w, w_scale}).rows == kBlock;
   // k of 128 or 256 (one or two scale blocks along k): cuBLASLt 13.0's block-scaled kernels
   // returned wrong products on an H200 (33-88% relative error at m 17-40, n 384; k = 512 and more
   // were right at every m and n tried). Such small layers take the GEMV 16 rows at a time: exact

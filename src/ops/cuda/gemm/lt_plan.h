@@ -7,6 +7,7 @@
 #include <cublasLt.h>
 
 #include "braid/buffer.h"
+#include "core/cuda_check.h"
 
 namespace braid::cuda {
 
@@ -25,6 +26,26 @@ struct LtPlan {
     if (desc) cublasLtMatmulDescDestroy(desc);
   }
 };
+
+// Asks cuBLASLt's heuristic for the plan's algorithm (descriptor and layouts already set) within
+// workspace_bytes; false when it has none for them. Other cuBLAS failures throw.
+inline bool choose_algorithm(cublasLtHandle_t handle, LtPlan& plan, size_t workspace_bytes) {
+  cublasLtMatmulPreference_t pref = nullptr;
+  BRAID_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes, sizeof(workspace_bytes));
+  int found = 0;
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasLtMatmulAlgoGetHeuristic(handle, plan.desc, plan.w_layout, plan.a_layout,
+                                        plan.out_layout, plan.out_layout, pref, 1, &plan.choice,
+                                        &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0) ||
+      (st == CUBLAS_STATUS_SUCCESS && plan.choice.state != CUBLAS_STATUS_SUCCESS))
+    return false;
+  BRAID_CUBLAS_CHECK(st);
+  return true;
+}
 
 struct LtDeviceState {
   cublasLtHandle_t handle = nullptr;
