@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Builds the fidelity goldens: tiny random-init checkpoints of the five supported families,
+"""Builds the fidelity goldens: tiny random-init checkpoints of the supported families,
 saved by transformers, with the reference logits and greedy tokens the engine must reproduce.
 
 Run on a machine with torch + transformers (the GPU machine; without CUDA the bf16 part is
@@ -94,7 +94,103 @@ CASES = {
                      router_jitter_noise=0.0),
                 dict(rope_type="default", rope_theta=1000000.0),
                 1005),
+    # DeepSeek-V2 with multi-head latent attention (plain q_proj), softmax greedy routing with a
+    # scaling factor, one shared expert, a dense first layer, and YaRN with mscale_all_dim (which
+    # scales the softmax).
+    "deepseek_v2": ("DeepseekV2ForCausalLM", "float32",
+                    dict(hidden_size=64, intermediate_size=128, moe_intermediate_size=32,
+                         num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=4,
+                         q_lora_rank=None, kv_lora_rank=64, qk_nope_head_dim=16,
+                         qk_rope_head_dim=32, v_head_dim=16, n_routed_experts=8,
+                         n_shared_experts=1, num_experts_per_tok=2, first_k_dense_replace=1,
+                         topk_method="greedy", routed_scaling_factor=1.5, norm_topk_prob=False,
+                         tie_word_embeddings=False, attention_bias=False),
+                    dict(rope_type="yarn", rope_theta=10000.0, factor=4.0,
+                         original_max_position_embeddings=64, mscale=0.707, mscale_all_dim=0.707),
+                    1006),
+    # DeepSeek-V2 with a q LoRA and group-limited routing (4 groups of 2, 2 kept), bf16.
+    "deepseek_v2_lora": ("DeepseekV2ForCausalLM", "bfloat16",
+                         dict(hidden_size=64, intermediate_size=96, moe_intermediate_size=32,
+                              num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
+                              q_lora_rank=48, kv_lora_rank=64, qk_nope_head_dim=32,
+                              qk_rope_head_dim=32, v_head_dim=32, n_routed_experts=8,
+                              n_shared_experts=2, num_experts_per_tok=3, first_k_dense_replace=0,
+                              topk_method="group_limited_greedy", n_group=4, topk_group=2,
+                              routed_scaling_factor=1.0, tie_word_embeddings=False,
+                              attention_bias=False),
+                         dict(rope_type="default", rope_theta=10000.0),
+                         1007),
+    # DeepSeek-V3: sigmoid noaux_tc routing with groups and a score-correction bias, renormalised
+    # and scaled; interleaved rope; q LoRA; a dense first layer.
+    "deepseek_v3": ("DeepseekV3ForCausalLM", "float32",
+                    dict(hidden_size=64, intermediate_size=128, moe_intermediate_size=32,
+                         num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=4,
+                         q_lora_rank=32, kv_lora_rank=64, qk_nope_head_dim=16,
+                         qk_rope_head_dim=32, v_head_dim=16, n_routed_experts=8,
+                         n_shared_experts=1, num_experts_per_tok=3, first_k_dense_replace=1,
+                         n_group=4, topk_group=2, routed_scaling_factor=2.5, norm_topk_prob=True,
+                         rope_interleave=True, tie_word_embeddings=False, attention_bias=False),
+                    dict(rope_type="yarn", rope_theta=10000.0, factor=4.0,
+                         original_max_position_embeddings=64, mscale=1.0, mscale_all_dim=1.0),
+                    1008),
+    # DeepSeek-OCR's language model: DeepseekV2 MoE layers (softmax greedy, 2 shared experts,
+    # layer 0 dense) with plain multi-head attention (use_mla false). transformers 5 has no class
+    # for it (its DeepseekV2 is MLA only), so the reference swaps Llama's attention into a
+    # DeepseekV2 model, which is what the checkpoint's remote code does; the folder is written as
+    # the original checkpoint is (model_type deepseek_vl_v2 with a language_config).
+    "deepseek_ocr_lm": ("DeepseekV2ForCausalLM", "bfloat16",
+                        dict(hidden_size=64, intermediate_size=128, moe_intermediate_size=32,
+                             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
+                             n_routed_experts=8, n_shared_experts=2, num_experts_per_tok=3,
+                             first_k_dense_replace=1, topk_method="greedy",
+                             tie_word_embeddings=False, attention_bias=False),
+                        dict(rope_type="default", rope_theta=10000.0),
+                        1009),
 }
+
+OCR_CASE = "deepseek_ocr_lm"
+
+
+def with_plain_attention(model, cfg):
+    """DeepSeek-OCR's language model: Llama attention (rotate_half RoPE over head_dim =
+    hidden / heads) in place of MLA, as its remote code builds it with use_mla false."""
+    from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRotaryEmbedding
+    heads = cfg.num_attention_heads
+    lcfg = transformers.LlamaConfig(
+        vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size,
+        intermediate_size=cfg.intermediate_size, num_hidden_layers=cfg.num_hidden_layers,
+        num_attention_heads=heads, num_key_value_heads=cfg.num_key_value_heads,
+        head_dim=cfg.hidden_size // heads, max_position_embeddings=cfg.max_position_embeddings,
+        attention_bias=False, rope_parameters=dict(cfg.rope_parameters))
+    lcfg._attn_implementation = cfg._attn_implementation
+    for i, layer in enumerate(model.model.layers):
+        layer.self_attn = LlamaAttention(lcfg, i)
+    model.model.rotary_emb = LlamaRotaryEmbedding(lcfg)
+    return model
+
+
+def ocr_config_json(folder, kwargs):
+    """Rewrites config.json as DeepSeek-OCR's checkpoint has it: model_type deepseek_vl_v2, the
+    language model's fields in language_config (use_mla false), a vision_config the engine skips."""
+    path = os.path.join(folder, "config.json")
+    with open(path) as f:
+        saved = json.load(f)
+    language = dict(COMMON, **kwargs)
+    language.update(architectures=["DeepseekV2ForCausalLM"], model_type="deepseek_v2",
+                    use_mla=False, q_lora_rank=None, kv_lora_rank=None, qk_nope_head_dim=0,
+                    qk_rope_head_dim=0, v_head_dim=0, torch_dtype=saved.get("dtype", "bfloat16"),
+                    rope_theta=saved["rope_parameters"]["rope_theta"])
+    language.pop("initializer_range", None)
+    top = dict(language)
+    for key in ("architectures", "torch_dtype"):
+        top.pop(key)
+    top.update(architectures=["DeepseekOCRForCausalLM"], model_type="deepseek_vl_v2",
+               torch_dtype=language["torch_dtype"], language_config=language,
+               vision_config={"model_type": "vision", "image_size": 1024},
+               projector_config={"model_type": "mlp_projector", "projector_type": "linear"})
+    with open(path, "w") as f:
+        json.dump(top, f, indent=2)
+        f.write("\n")
 
 
 def make_config(config_cls, kwargs, rope):
@@ -116,6 +212,9 @@ def randomise(model, seed):
     exactly 1, so a missing norm weight shows), biases non-zero (transformers zeroes them)."""
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
+        for name, b in model.named_buffers():  # DeepSeek-V3's routing bias: small, both signs
+            if name.endswith("e_score_correction_bias"):
+                b.copy_(0.02 * torch.randn(b.shape, generator=gen, dtype=torch.float32))
         for name, p in model.named_parameters():
             noise = torch.randn(p.shape, generator=gen, dtype=torch.float32)
             if "norm" in name:
@@ -135,6 +234,8 @@ def expected_kinds(kwargs):
     n = kwargs["num_hidden_layers"]
     if "num_local_experts" in kwargs:
         return ["moe"] * n
+    if "n_routed_experts" in kwargs:  # DeepSeek: every layer past the first dense ones
+        return ["moe" if i >= kwargs["first_k_dense_replace"] else "dense" for i in range(n)]
     if "num_experts" in kwargs:
         only = set(kwargs.get("mlp_only_layers", []))
         step = kwargs["decoder_sparse_step"]
@@ -147,7 +248,10 @@ def build(name):
     model_cls = getattr(transformers, arch)
     torch.manual_seed(seed)
     cfg = make_config(model_cls.config_class, kwargs, rope)
-    model = model_cls(cfg).float().eval()
+    model = model_cls(cfg)
+    if name == OCR_CASE:
+        model = with_plain_attention(model, cfg)
+    model = model.float().eval()
     kinds, want = layer_kinds(model), expected_kinds(kwargs)
     print(f"[{name}] layer mlp kinds: {kinds} (config implies {want})")
     if kinds != want:
@@ -166,7 +270,18 @@ def save_checkpoint(model, dtype, folder):
         model.save_pretrained(folder)
 
 
-def load(folder, dtype):
+def load(folder, dtype, name=None, like=None):
+    if name == OCR_CASE:
+        # No class loads this folder: the built model's parameters, rounded to the checkpoint's
+        # dtype as save_pretrained stored them (the engine's test reads the file itself). Only
+        # the parameters: the rotary inv_freq buffer stays fp32, as from_pretrained computes it.
+        model = copy.deepcopy(like)
+        for p in model.parameters():
+            p.data = p.data.to(getattr(torch, CASES[name][1])).to(dtype)
+        model.eval()
+        model.generation_config.eos_token_id = None
+        model.generation_config.pad_token_id = PAD_ID
+        return model
     try:
         model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
     except TypeError:
@@ -233,8 +348,10 @@ def make_case(name, out_root, has_cuda):
     os.makedirs(folder, exist_ok=True)
     model = build(name)
     save_checkpoint(model, ckpt_dtype, folder)
+    if name == OCR_CASE:
+        ocr_config_json(folder, CASES[name][2])
 
-    ref = load(folder, torch.float32)
+    ref = load(folder, torch.float32, name, model)
     # The reloaded model must hold exactly the stored (dtype-rounded) values.
     stored = {k: v.to(ckpt_dtype).float() for k, v in model.state_dict().items()}
     for k, v in ref.state_dict().items():
@@ -283,7 +400,7 @@ def make_case(name, out_root, has_cuda):
                f"cached-vs-full max|diff|={cache_diff:.3g}")
 
     if has_cuda:
-        low = load(folder, torch.bfloat16).to("cuda")
+        low = load(folder, torch.bfloat16, name, model).to("cuda")
         b_prefill, b_steps, b_tokens = greedy(low, prompt, "cuda")
         write_bin(os.path.join(folder, "prefill_bf16.bin"), b_prefill)
         write_bin(os.path.join(folder, "decode_bf16.bin"), b_steps)
@@ -349,7 +466,7 @@ def readme(out_root, folders):
         "",
         "Made by `tools/make_goldens.py` on the GPU machine (transformers "
         f"{first['transformers_version']}, torch {first['torch_version']}): tiny random-init "
-        "checkpoints of the five supported families, saved with `save_pretrained`, and the "
+        "checkpoints of the supported families, saved with `save_pretrained`, and the "
         "reference logits and greedy tokens for a fixed prompt. `golden.json` in each folder "
         "says which files hold what; every `.bin` is little-endian float32, row-major.",
         "",

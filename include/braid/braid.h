@@ -151,6 +151,7 @@ typedef struct braid_rope_config {
   float mscale_all_dim;          /* yarn: 0 = unset */
   float attention_factor;        /* yarn: 0 = derive as transformers does */
   int32_t truncate;              /* yarn: nonzero = floor/ceil the correction range */
+  int32_t interleaved;           /* nonzero: pairs (2i, 2i + 1), as DeepSeek rotates them */
 } braid_rope_config;
 
 /* Writes RopeConfig's defaults (theta 10000, no scaling, ...) into *config. */
@@ -269,6 +270,36 @@ BRAID_API braid_status braid_attention_decode(const braid_tensor* q, const braid
                                               const braid_tensor* out, const braid_tensor* lse,
                                               const braid_tensor* workspace, void* stream);
 
+/* Multi-head latent attention (DeepSeek-V2/V3) in the absorbed form over a paged cache of latent
+ * rows c = [latent (r) | rope key (dr)], one per token, shared by every head:
+ *   score(h, s) = (q_latent[h] . c_s[:r] + q_rope[h] . c_s[r:]) * softmax_scale
+ *   out[h]      = sum over visible s of softmax(score(h, .))_s * c_s[:r]
+ * Ragged and causal as braid_attention (each sequence's queries are its last q_len tokens).
+ *   q_latent     [total_q, heads, r] float, last dim dense (W_UK already folded in)
+ *   q_rope       [total_q, heads, dr] q_latent's dtype, last dim dense
+ *   cu_seqlens_q [batch + 1] i32, from 0 to total_q, non-decreasing
+ *   cache        [num_pages, page_size, 1, r + dr] q_latent's dtype, contiguous
+ *   page_table   [batch, max_pages_per_seq] i32, contiguous
+ *   kv_lens      [batch] i32, each between its q_len and max_pages_per_seq * page_size
+ *   causal       nonzero for causal masking
+ *   out          [total_q, heads, r] q_latent's dtype, last dim dense
+ *   lse          [total_q, heads] f32 (natural-log log-sum-exp of the scaled scores), or NULL
+ *   workspace    f32, contiguous, at least braid_attention_mla_workspace_floats(total_q, heads, r,
+ *                max_pages_per_seq * page_size) elements (scratch); NULL when that is 0
+ * Index values are checked on the CPU only. CUDA takes f16/bf16, r a multiple of 64 up to 512,
+ * dr a multiple of 32 up to 64; no host synchronisation (graph-capturable). */
+BRAID_API int64_t braid_attention_mla_workspace_floats(int64_t total_q, int64_t heads, int64_t r,
+                                                       int64_t max_kv_len);
+BRAID_API braid_status braid_attention_mla(const braid_tensor* q_latent,
+                                           const braid_tensor* q_rope,
+                                           const braid_tensor* cu_seqlens_q,
+                                           const braid_tensor* cache,
+                                           const braid_tensor* page_table,
+                                           const braid_tensor* kv_lens, int causal,
+                                           float softmax_scale, const braid_tensor* out,
+                                           const braid_tensor* lse,
+                                           const braid_tensor* workspace, void* stream);
+
 /* Writes new keys and values into a paged KV cache: token i goes to slot slots[i], i.e. page
  * slots[i] / page_size, offset slots[i] % page_size.
  *   k, v             [n, kv_heads, head_dim] float, last dim dense
@@ -326,6 +357,25 @@ BRAID_API braid_status braid_moe_route_grouped(const braid_tensor* logits,
                                                int topk_group, int k, float routed_scaling_factor,
                                                const braid_tensor* topk_weights,
                                                const braid_tensor* topk_ids, void* stream);
+
+/* DeepSeek-V2's router, softmax scores with optional expert groups (topk_method "greedy":
+ * n_group = topk_group = 1; "group_limited_greedy": groups): p = softmax(logits[t, :]) in fp32
+ * (braid_moe_route_topk_softmax's p, the same bits); the experts form n_group contiguous groups,
+ * each scored by its largest p; the topk_group best groups are kept and the k experts with the
+ * largest p among the kept groups' experts only are chosen, in descending order of p (ties:
+ * lower index first; a NaN p ranks below every number). topk_weights = the chosen p, divided by
+ * their sum when renormalize is nonzero, times routed_scaling_factor.
+ *   logits       [T, E] float, rows; 1 <= E <= 512
+ *   n_group      divides E; 1 <= topk_group <= n_group; 1 <= k <= min(16, topk_group * E / n_group)
+ *   routed_scaling_factor  finite
+ *   topk_weights [T, k] f32, contiguous
+ *   topk_ids     [T, k] i32, contiguous */
+BRAID_API braid_status braid_moe_route_softmax_grouped(const braid_tensor* logits, int n_group,
+                                                       int topk_group, int k, int renormalize,
+                                                       float routed_scaling_factor,
+                                                       const braid_tensor* topk_weights,
+                                                       const braid_tensor* topk_ids,
+                                                       void* stream);
 
 /* Experts with a SwiGLU MLP each, combined with the routing weights: for token t,
  * out[t] = sum_j topk_weights[t, j] * down[e] @ (silu(gate[e] @ x[t]) * (up[e] @ x[t])),

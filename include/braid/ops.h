@@ -73,6 +73,8 @@ void add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight,
 //   v'[i]           = v[i] * cos(f) - v[i + half] * sin(f)
 //   v'[i + half]    = v[i + half] * cos(f) + v[i] * sin(f)
 // times attention_scaling on cos and sin (YaRN). Dimensions past rotary_dim are left unchanged.
+// With interleaved, the pairs are adjacent instead, (v[2i], v[2i + 1]) for i < rotary_dim/2, as
+// DeepSeek-V2/V3 checkpoints rotate them (GPT-J style).
 enum class RopeScaling : uint8_t { none, llama3, yarn };
 
 struct RopeConfig {
@@ -89,6 +91,7 @@ struct RopeConfig {
   float mscale_all_dim = 0.0f;   // yarn: 0 = unset
   float attention_factor = 0.0f; // yarn: 0 = derive from factor / mscale as transformers does
   bool truncate = true;          // yarn: floor/ceil the correction range
+  bool interleaved = false;      // pairs (2i, 2i + 1) instead of (i, i + rotary_dim/2)
 };
 
 inline constexpr int kMaxRotaryHalf = 256;  // rotary_dim up to 512
@@ -98,6 +101,7 @@ inline constexpr int kMaxRotaryHalf = 256;  // rotary_dim up to 512
 struct RopeTable {
   int half = 0;                  // rotary_dim / 2
   float attention_scaling = 1.0f;
+  bool interleaved = false;
   float inv_freq[kMaxRotaryHalf] = {};
 };
 RopeTable rope_table(const RopeConfig& config, int head_dim);
@@ -135,6 +139,17 @@ void silu_mul(const Tensor& x, const Tensor& out, Stream stream = {});
 // not run concurrently. On the CPU inputs of f32 are also accepted (reference only).
 void gemm(const Tensor& a, const Weight& w, const Tensor& bias, const Tensor& out,
           Stream stream = {});
+
+// ---------------------------------------------------------------------------------------------
+// gemm_batched: out[:, b, :] = a[:, b, :] @ w[b]^T for every b, fp32 accumulation, rounded once
+// (a per-head projection: MLA's absorbed W_UK before attention_mla and W_UV after it).
+//   a    [m, batch, k] f16/bf16 (f32 on the CPU only), last dim dense, any batch and row stride
+//   w    [batch, n, k] a's dtype, any batch stride; each w[b] an [n, k] matrix with one of its
+//        two strides 1: rows of k (a Hugging Face [out, in] weight) or columns of n (the
+//        transposed view of a row-major [k, n] matrix), so slices of a packed weight serve as is
+//   out  [m, batch, n] a's dtype, last dim dense, any batch and row stride; must not overlap a
+// On CUDA one cuBLAS strided-batched GEMM (graph-capturable; it allocates nothing).
+void gemm_batched(const Tensor& a, const Tensor& w, const Tensor& out, Stream stream = {});
 
 // ---------------------------------------------------------------------------------------------
 // softmax over the last dimension, computed in fp32 with the row maximum subtracted. A row of
@@ -226,6 +241,45 @@ void attention(const Tensor& q, const Tensor& cu_seqlens_q, const PagedKV& kv, b
                float softmax_scale, const Tensor& out, const Tensor& lse, Stream stream = {});
 
 // ---------------------------------------------------------------------------------------------
+// attention_mla: multi-head latent attention (DeepSeek-V2/V3) in the absorbed form, over a paged
+// cache of latent rows. Every query head reads the same cached rows c = [latent (r) | rope key
+// (dr)] (one row per token, written by kv_append with kv_heads 1 and no values):
+//   score(h, s) = (q_latent[h] . c_s[:r] + q_rope[h] . c_s[r:]) * softmax_scale
+//   out[h]      = sum over visible s of softmax(score(h, .))_s * c_s[:r]
+// The caller folds W_UK into q_latent before (gemm_batched) and W_UV into out after. Queries are
+// ragged and causal exactly as in attention(): sequence b's queries are rows cu_seqlens_q[b] ..
+// cu_seqlens_q[b+1], its LAST q_len tokens, so its query i sees keys 0 .. kv_len - q_len + i.
+//   q_latent     [total_q, heads, r]  f32/f16/bf16, last dim dense, any head and row stride
+//   q_rope       [total_q, heads, dr] q_latent's dtype, last dim dense, any head and row stride
+//   cache        [num_pages, page_size, 1, r + dr] q_latent's dtype, contiguous
+//   page_table   [batch, max_pages_per_seq] i32, contiguous (as attention())
+//   kv_lens      [batch] i32, each <= max_pages_per_seq * page_size and >= its q_len
+//   cu_seqlens_q [batch + 1] i32 (as attention())
+//   out          [total_q, heads, r] q_latent's dtype, last dim dense
+//   lse          [total_q, heads] f32 (natural-log log-sum-exp of the scaled scores), or undefined
+//   workspace    f32, contiguous, any shape, at least attention_mla_workspace_floats(total_q,
+//                heads, r, max_kv_len) elements with max_kv_len >= the page table's capacity,
+//                page_table.shape[1] * page_size; may be undefined when that is 0 (contents
+//                undefined after the call)
+// r >= 1, dr >= 0, softmax_scale finite. Scores, softmax and the weighted sum are fp32. Index
+// values are checked on the CPU only, as in attention(). On CUDA: f16/bf16, r a multiple of 64 up
+// to 512, dr a multiple of 32 up to 64 (DeepSeek-V2/V3: 512 and 64) and a 16-byte aligned cache;
+// others ErrorKind::unsupported. There a block takes one query token, up to 16 of its heads and
+// one chunk of its keys, so each cached row is read once for all those heads; when such blocks
+// would not fill the GPU (few query tokens: decode) the keys are cut into several chunks
+// (split-KV) whose partial results go to the workspace and a second kernel merges them. The chunk
+// count depends only on shapes (total_q, heads, the page table's capacity) and the GPU, never on
+// index values: no allocation, no host synchronisation, graph-capturable. The workspace size is 0
+// (one chunk per token) when total_q * ceil(heads / 16) >= 512, e.g. a prefill chunk, or when
+// max_kv_len <= 256.
+int64_t attention_mla_workspace_floats(int64_t total_q, int64_t heads, int64_t r,
+                                       int64_t max_kv_len);
+void attention_mla(const Tensor& q_latent, const Tensor& q_rope, const Tensor& cu_seqlens_q,
+                   const Tensor& cache, const Tensor& page_table, const Tensor& kv_lens,
+                   bool causal, float softmax_scale, const Tensor& out, const Tensor& lse,
+                   const Tensor& workspace, Stream stream = {});
+
+// ---------------------------------------------------------------------------------------------
 // attention_prefill: FlashAttention forward over a ragged batch whose keys and values are in
 // contiguous tensors (the prefill of new sequences, or a prefix held outside a paged cache).
 // Sequence b's queries are rows cu_seqlens_q[b] .. cu_seqlens_q[b+1] of q, its keys and values
@@ -297,6 +351,27 @@ void moe_route_topk_softmax(const Tensor& logits, int k, bool renormalize,
 void moe_route_grouped(const Tensor& logits, const Tensor& bias, int n_group, int topk_group,
                        int k, float routed_scaling_factor, const Tensor& topk_weights,
                        const Tensor& topk_ids, Stream stream = {});
+
+// Router with softmax scores and optional expert groups, as DeepSeek-V2 does it (topk_method
+// "greedy": n_group = topk_group = 1; "group_limited_greedy": groups):
+//   p = softmax(logits[t, :]) in fp32, maximum subtracted (moe_route_topk_softmax's p);
+//   the E experts form n_group contiguous groups of G = E / n_group; a group's score is its
+//   largest p; the topk_group best groups are kept (ties: lower group index);
+//   the k experts with the largest p among the kept groups' experts ONLY are chosen (ties: lower
+//   expert index; a NaN p ranks below every number, so the ids are always k distinct experts of
+//   kept groups); topk_ids[t, j] is the j-th, in descending order of p;
+//   topk_weights[t, j] = p[id], divided by the sum of the k chosen p when renormalize, times
+//   routed_scaling_factor, in fp32.
+// Hugging Face's DeepseekV2 code scores the dropped groups' experts 0.0 instead of excluding
+// them; as every p > 0 unless it underflows, the two agree.
+//   logits       [T, E] f32/f16/bf16, rows; 1 <= E <= 512
+//   n_group      divides E;  1 <= topk_group <= n_group;  1 <= k <= min(16, topk_group * G)
+//   routed_scaling_factor  finite
+//   topk_weights [T, k] f32, contiguous;  topk_ids [T, k] i32, contiguous
+void moe_route_softmax_grouped(const Tensor& logits, int n_group, int topk_group, int k,
+                               bool renormalize, float routed_scaling_factor,
+                               const Tensor& topk_weights, const Tensor& topk_ids,
+                               Stream stream = {});
 
 // ---------------------------------------------------------------------------------------------
 // The MoE permutation: the (token, slot) pairs of a routing, regrouped by expert so that each
@@ -485,6 +560,7 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
 //   slots            [n] i32, each in [0, num_pages * page_size): checked on the CPU, trusted on
 //                    CUDA (checking would need a host synchronisation)
 //   k_pages, v_pages [num_pages, page_size, kv_heads, head_dim], k's dtype, contiguous
+// v and v_pages may both be undefined: keys only (an MLA cache of latent rows, attention_mla's).
 void kv_append(const Tensor& k, const Tensor& v, const Tensor& slots, const Tensor& k_pages,
                const Tensor& v_pages, Stream stream = {});
 

@@ -48,6 +48,7 @@ class RopeConfigDesc(ctypes.Structure):
         ("mscale_all_dim", ctypes.c_float),
         ("attention_factor", ctypes.c_float),
         ("truncate", ctypes.c_int32),
+        ("interleaved", ctypes.c_int32),
     ]
 
 
@@ -119,6 +120,14 @@ _PROTOTYPES = {
         ctypes.c_int,
         [_T, _T, _T, _T, _T, ctypes.c_float, _T, _T, _T, _S],
     ),
+    "braid_attention_mla_workspace_floats": (
+        ctypes.c_int64,
+        [ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64],
+    ),
+    "braid_attention_mla": (
+        ctypes.c_int,
+        [_T, _T, _T, _T, _T, _T, ctypes.c_int, ctypes.c_float, _T, _T, _T, _S],
+    ),
     "braid_kv_append": (ctypes.c_int, [_T, _T, _T, _T, _T, _S]),
     "braid_paged_kv_gather": (ctypes.c_int, [_T, _T, _T, _T, _T, _T, _T, _S]),
     "braid_moe_route_topk_softmax": (ctypes.c_int, [_T, ctypes.c_int, ctypes.c_int, _T, _T, _S]),
@@ -126,6 +135,10 @@ _PROTOTYPES = {
     "braid_moe_route_grouped": (
         ctypes.c_int,
         [_T, _T, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_float, _T, _T, _S],
+    ),
+    "braid_moe_route_softmax_grouped": (
+        ctypes.c_int,
+        [_T, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_float, _T, _T, _S],
     ),
     "braid_moe_permute_workspace_size": (ctypes.c_int64, [ctypes.c_int64, ctypes.c_int]),
     "braid_moe_permute": (ctypes.c_int, [_T, ctypes.c_int, _T, _T, _T, _T, _S]),

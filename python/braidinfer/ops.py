@@ -35,10 +35,13 @@ __all__ = [
     "attention_prefill",
     "attention_decode",
     "attention_decode_workspace_floats",
+    "attention_mla",
+    "attention_mla_workspace_floats",
     "kv_append",
     "paged_kv_gather",
     "moe_route_topk_softmax",
     "moe_route_grouped",
+    "moe_route_softmax_grouped",
     "moe_combine",
     "moe_experts",
     "moe_grouped_gemm",
@@ -170,6 +173,7 @@ class RopeConfig:
     mscale_all_dim: Optional[float] = None
     attention_factor: Optional[float] = None
     truncate: Optional[bool] = None
+    interleaved: Optional[bool] = None
 
     _SCALINGS = {"none": 0, "default": 0, "llama3": 1, "yarn": 2}
 
@@ -186,7 +190,7 @@ class RopeConfig:
                                      f"rope_apply: argument 'config.scaling': expected none, "
                                      f"llama3 or yarn, got {value}")
                 value = self._SCALINGS[value]
-            setattr(c, field.name, int(value) if field.name == "truncate" else value)
+            setattr(c, field.name, int(value) if field.name in ("truncate", "interleaved") else value)
         return c
 
 
@@ -362,6 +366,54 @@ def attention_decode(q, k_pages, v_pages, page_table, kv_lens, softmax_scale=Non
     return (out, lse) if return_lse else out
 
 
+def attention_mla_workspace_floats(total_q, heads, r, max_kv_len):
+    """Elements of the f32 workspace attention_mla needs for total_q query tokens of `heads`
+    heads, latent width r, and page tables of up to max_kv_len = max_pages * page_size keys
+    (0: none needed)."""
+    return int(function("braid_attention_mla_workspace_floats")(
+        int(total_q), int(heads), int(r), int(max_kv_len)))
+
+
+def attention_mla(q_latent, q_rope, cu_seqlens_q, cache, page_table, kv_lens, softmax_scale,
+                  causal=True, out=None, lse=None, workspace=None, *, return_lse=False,
+                  stream=None):
+    """Multi-head latent attention (DeepSeek-V2/V3) in the absorbed form over a paged cache of
+    latent rows (see ops.h): every head reads the same rows c = [latent (r) | rope key (dr)],
+    score(h, s) = (q_latent[h] . c_s[:r] + q_rope[h] . c_s[r:]) * softmax_scale and
+    out[h] = sum_s softmax_s * c_s[:r]. Ragged and causal as attention().
+    q_latent [total_q, heads, r] (W_UK folded in); q_rope [total_q, heads, dr]; cu_seqlens_q
+    [batch+1] i32; cache [num_pages, page_size, 1, r + dr]; page_table [batch, max_pages] i32;
+    kv_lens [batch] i32, each >= its q_len. softmax_scale has no default (DeepSeek's is
+    1/sqrt(qk_nope_head_dim + qk_rope_head_dim) times its YaRN mscale squared).
+    out [total_q, heads, r] (allocated like q_latent when None); lse [total_q, heads] f32 or None
+    (allocated when return_lse); workspace: f32 scratch of at least
+    attention_mla_workspace_floats(total_q, heads, r, max_pages * page_size) elements, allocated
+    when None and needed (pass one to keep the call free of allocations, e.g. in a CUDA graph).
+    Returns out, or (out, lse) when return_lse."""
+    op = "attention_mla"
+    _need_dims(op, "q_latent", q_latent, 3)
+    total_q, heads, r = _shape(q_latent)[:3]
+    if out is None:
+        out = _convert.empty(q_latent, _shape(q_latent), _convert.tensor_dtype(op, "q_latent", q_latent))
+    if return_lse and lse is None:
+        lse = _convert.empty(q_latent, (total_q, heads), "f32")
+    if workspace is None:
+        _need_dims(op, "page_table", page_table, 2)
+        _need_dims(op, "cache", cache, 4)
+        capacity = _shape(page_table)[1] * _shape(cache)[1]
+        n = attention_mla_workspace_floats(total_q, heads, r, capacity)
+        if n > 0:
+            workspace = _convert.empty(q_latent, (n,), "f32")
+    c = _Call(op, stream)
+    c.run(c.tensor("q_latent", q_latent), c.tensor("q_rope", q_rope),
+          c.tensor("cu_seqlens_q", cu_seqlens_q), c.tensor("cache", cache),
+          c.tensor("page_table", page_table), c.tensor("kv_lens", kv_lens),
+          ctypes.c_int(1 if causal else 0), ctypes.c_float(softmax_scale),
+          c.tensor("out", out, writable=True), c.optional("lse", lse, writable=True),
+          c.optional("workspace", workspace, writable=True))
+    return (out, lse) if return_lse else out
+
+
 def kv_append(k, v, slots, k_pages, v_pages, *, stream=None):
     """Writes token i's keys and values into slot slots[i] of a paged KV cache (page
     slots[i] // page_size, offset slots[i] % page_size), in place.
@@ -495,6 +547,35 @@ def moe_route_grouped(logits, bias, n_group, topk_group, k, routed_scaling_facto
     c = _Call("moe_route_grouped", stream)
     c.run(c.tensor("logits", logits), c.tensor("bias", bias), ctypes.c_int(int(n_group)),
           ctypes.c_int(int(topk_group)), ctypes.c_int(int(k)),
+          ctypes.c_float(float(routed_scaling_factor)),
+          c.tensor("topk_weights", topk_weights, writable=True),
+          c.tensor("topk_ids", topk_ids, writable=True))
+    return topk_weights, topk_ids
+
+
+def moe_route_softmax_grouped(logits, n_group, topk_group, k, renormalize,
+                              routed_scaling_factor, topk_weights=None, topk_ids=None, *,
+                              stream=None):
+    """DeepSeek-V2's router: p = softmax(logits) in fp32 (moe_route_topk_softmax's p, the same
+    bits); the experts form n_group contiguous groups, each scored by its largest p; the
+    topk_group best groups are kept and the k experts with the largest p among them only are
+    chosen, in descending order of p (ties: lower index first; a NaN p ranks last). The weights
+    are the chosen p, divided by their sum when renormalize, times routed_scaling_factor.
+    topk_method "greedy" is n_group = topk_group = 1; "group_limited_greedy" uses the groups.
+    logits [T, E] f32/f16/bf16, 1 <= E <= 512; n_group divides E; 1 <= topk_group <= n_group;
+    1 <= k <= min(16, topk_group * E / n_group); routed_scaling_factor finite; topk_weights
+    [T, k] f32 and topk_ids [T, k] i32 (each allocated when None).
+    Returns (topk_weights, topk_ids)."""
+    if topk_weights is None or topk_ids is None:
+        _need_dims("moe_route_softmax_grouped", "logits", logits, 1)
+        shape = (_shape(logits)[0], int(k))
+        if topk_weights is None:
+            topk_weights = _convert.empty(logits, shape, "f32")
+        if topk_ids is None:
+            topk_ids = _convert.empty(logits, shape, "i32")
+    c = _Call("moe_route_softmax_grouped", stream)
+    c.run(c.tensor("logits", logits), ctypes.c_int(int(n_group)), ctypes.c_int(int(topk_group)),
+          ctypes.c_int(int(k)), ctypes.c_int(1 if renormalize else 0),
           ctypes.c_float(float(routed_scaling_factor)),
           c.tensor("topk_weights", topk_weights, writable=True),
           c.tensor("topk_ids", topk_ids, writable=True))

@@ -33,6 +33,7 @@ braid::ops::RopeConfig rope_config_of(const char* op, const braid_rope_config* c
   r.mscale_all_dim = c->mscale_all_dim;
   r.attention_factor = c->attention_factor;
   r.truncate = c->truncate != 0;
+  r.interleaved = c->interleaved != 0;
   return r;
 }
 
@@ -56,6 +57,7 @@ void braid_rope_config_init(braid_rope_config* config) {
   config->mscale_all_dim = d.mscale_all_dim;
   config->attention_factor = d.attention_factor;
   config->truncate = d.truncate ? 1 : 0;
+  config->interleaved = d.interleaved ? 1 : 0;
 }
 
 braid_status braid_rope_apply(const braid_tensor* q, const braid_tensor* k,

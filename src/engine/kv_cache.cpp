@@ -15,8 +15,11 @@ KVCache::KVCache(const model::ModelConfig& c, int max_tokens_, int page_size_, D
   pages_per_seq = (max_tokens + page_size - 1) / page_size;
   const int64_t pages = int64_t{num_seqs} * pages_per_seq;
   for (int l = 0; l < c.num_layers; ++l) {
-    k.emplace_back(dtype, std::vector<int64_t>{pages, page_size, c.num_kv_heads, c.head_dim}, device);
-    v.emplace_back(dtype, std::vector<int64_t>{pages, page_size, c.num_kv_heads, c.head_dim}, device);
+    k.emplace_back(dtype, std::vector<int64_t>{pages, page_size, c.cache_heads(), c.cache_key_dim()}, device);
+    // An MLA cache holds one latent row per token: keys only, v stays empty.
+    v.emplace_back();
+    if (c.cache_value_dim() > 0)
+      v.back() = OwnedTensor(dtype, {pages, page_size, c.cache_heads(), c.cache_value_dim()}, device);
   }
   OwnedTensor table(DType::i32, {num_seqs, pages_per_seq}, Device::cpu());
   std::iota(table.view().ptr<int32_t>(), table.view().ptr<int32_t>() + pages, 0);

@@ -23,7 +23,9 @@ struct KVCache {
   int64_t slot(int seq, int position) const {
     return (static_cast<int64_t>(seq) * pages_per_seq) * page_size + position;
   }
-  std::vector<OwnedTensor> k, v;  // per layer: [num_seqs * pages_per_seq, page_size, kv_heads, head_dim]
+  // Per layer: [num_seqs * pages_per_seq, page_size, heads, dim] (ModelConfig::cache_heads and
+  // cache_key_dim / cache_value_dim); v empty (undefined views) for an MLA latent cache.
+  std::vector<OwnedTensor> k, v;
   OwnedTensor page_table;         // [num_seqs, pages_per_seq] i32 on the device
 };
 

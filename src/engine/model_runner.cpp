@@ -51,7 +51,8 @@ ModelRunner::Layout ModelRunner::layout(int tokens, int seqs, int rows, int deco
 }
 
 size_t ModelRunner::page_bytes(const model::ModelConfig& c, int page_size, DType dtype) {
-  return size_t{2} * c.num_layers * page_size * c.num_kv_heads * c.head_dim * dtype_size(dtype);
+  return size_t{1} * c.num_layers * page_size * c.cache_heads() *
+         (c.cache_key_dim() + c.cache_value_dim()) * dtype_size(dtype);
 }
 
 ModelRunner::ModelRunner(const model::ModelConfig& c, const model::Weights& w, const RunnerConfig& rc)

@@ -31,6 +31,8 @@ constexpr ArchInfo kArchs[] = {
     {Arch::qwen3, "Qwen3ForCausalLM", "qwen3"},
     {Arch::qwen3_moe, "Qwen3MoeForCausalLM", "qwen3_moe"},
     {Arch::mixtral, "MixtralForCausalLM", "mixtral"},
+    {Arch::deepseek_v2, "DeepseekV2ForCausalLM", "deepseek_v2"},
+    {Arch::deepseek_v3, "DeepseekV3ForCausalLM", "deepseek_v3"},
 };
 
 // One JSON object being read: its file and, for nested objects, the path to it ("rope_scaling.").
@@ -291,6 +293,99 @@ void parse_moe(const Source& s, ModelConfig& m) {
   }
 }
 
+// A field that is written as null means something else than one left out (DeepSeek's q_lora_rank:
+// null is "no q LoRA", absent is transformers' default).
+bool written_null(const Source& s, const char* key) {
+  auto it = s.obj.find(key);
+  return it != s.obj.end() && it->is_null();
+}
+
+// DeepSeek-V2/V3 attention: MLA widths (transformers' defaults for absent fields), or plain
+// multi-head attention with use_mla false (DeepSeek-OCR's language model).
+void parse_deepseek_attention(const Source& s, ModelConfig& m) {
+  if (!optional_bool(s, "use_mla", true)) return;
+  m.kv_lora_rank = optional_int(s, "kv_lora_rank", 512, 1, kMaxHiddenSize);
+  m.q_lora_rank = written_null(s, "q_lora_rank") ? 0 : optional_int(s, "q_lora_rank", 1536, 1, kMaxHiddenSize);
+  m.qk_nope_head_dim = optional_int(s, "qk_nope_head_dim", 128, 1, kMaxHeadDim);
+  m.qk_rope_head_dim = optional_int(s, "qk_rope_head_dim", 64, 2, kMaxHeadDim);
+  m.v_head_dim = optional_int(s, "v_head_dim", 128, 1, kMaxHeadDim);
+  if (m.qk_rope_head_dim % 2 != 0)
+    field_error(ErrorKind::invalid_argument, s, "qk_rope_head_dim", "an even number (RoPE rotates pairs)",
+                get(s, "qk_rope_head_dim"));
+  for (auto [key, width] : {std::pair{"qk_nope_head_dim", m.mla_q_head_dim()}, {"v_head_dim", m.v_head_dim}})
+    if (int64_t{m.num_heads} * width > kMaxQDim)
+      field_error(ErrorKind::invalid_argument, s, key,
+                  "at most " + std::to_string(kMaxQDim) + " / num_attention_heads (" +
+                      std::to_string(m.num_heads) + ") per head (braidinfer's limit on the query width)",
+                  get(s, key));
+  m.head_dim = m.qk_rope_head_dim;  // what RoPE rotates
+}
+
+// DeepSeek-V2/V3 MoE: shared experts, dense first layers, and the router (topk_method,
+// scoring_func). n_routed_experts null (or absent) is a dense model.
+void parse_deepseek_moe(const Source& s, ModelConfig& m) {
+  const bool v3 = m.arch == Arch::deepseek_v3;
+  if (get(s, "n_routed_experts") == nullptr) return;
+  m.num_experts = required_int(s, "n_routed_experts", 1, ops::kMoeMaxExperts);
+  m.experts_per_token = required_int(s, "num_experts_per_tok", 1, ops::kMoeMaxTopK);
+  if (m.experts_per_token > m.num_experts)
+    field_error(ErrorKind::invalid_argument, s, "num_experts_per_tok",
+                "at most n_routed_experts (" + std::to_string(m.num_experts) + ")",
+                get(s, "num_experts_per_tok"));
+  m.moe_intermediate_size = optional_int(s, "moe_intermediate_size", v3 ? 2048 : 1407, 1, kMaxIntermediateSize);
+  m.n_shared_experts = written_null(s, "n_shared_experts") ? 0 : optional_int(s, "n_shared_experts", v3 ? 1 : 2, 0, 64);
+  m.first_k_dense_replace = optional_int(s, "first_k_dense_replace", v3 ? 3 : 0, 0);
+  m.moe_layer_freq = optional_int(s, "moe_layer_freq", 1);
+  m.routed_scaling_factor = static_cast<float>(optional_number(s, "routed_scaling_factor", v3 ? 2.5 : 1.0));
+
+  const std::string method = optional_string(s, "topk_method", v3 ? "noaux_tc" : "greedy");
+  const std::string scoring = optional_string(s, "scoring_func", v3 ? "sigmoid" : "softmax");
+  // What transformers runs: V2 softmax with greedy or group-limited top-k, V3 sigmoid noaux_tc.
+  if (v3 ? method != "noaux_tc" : method != "greedy" && method != "group_limited_greedy")
+    unsupported(s, "topk_method", "topk_method '" + method + "' is not supported for " +
+                                      std::string(arch_name(m.arch)) +
+                                      (v3 ? " (noaux_tc)" : " (greedy, group_limited_greedy)"));
+  if (scoring != (v3 ? "sigmoid" : "softmax"))
+    unsupported(s, "scoring_func", "scoring_func '" + scoring + "' is not supported for " +
+                                       std::string(arch_name(m.arch)) + (v3 ? " (sigmoid)" : " (softmax)"));
+  if (v3) {
+    m.router = ModelConfig::Router::sigmoid_grouped;
+    m.norm_topk_prob = optional_bool(s, "norm_topk_prob", true);
+    if (!m.norm_topk_prob)
+      unsupported(s, "norm_topk_prob", "sigmoid routing without renormalised weights is not supported");
+  } else {
+    m.router = ModelConfig::Router::softmax_grouped;
+    // The original DeepSeek-V2 code renormalises when norm_topk_prob (and k > 1), and then does
+    // not scale; transformers 5 ignores the flag. Every released V2 checkpoint has it false,
+    // where both agree.
+    m.norm_topk_prob = optional_bool(s, "norm_topk_prob", false) && m.experts_per_token > 1;
+    if (m.norm_topk_prob) m.routed_scaling_factor = 1.0f;
+  }
+  if (v3 || method == "group_limited_greedy") {
+    m.n_group = optional_int(s, "n_group", v3 ? 8 : 1, 1, m.num_experts);
+    m.topk_group = optional_int(s, "topk_group", v3 ? 4 : 1, 1, m.n_group);
+  }
+  if (m.num_experts % m.n_group != 0)
+    field_error(ErrorKind::invalid_argument, s, "n_group",
+                "a divisor of n_routed_experts (" + std::to_string(m.num_experts) + ")", get(s, "n_group"));
+  if (int64_t{m.topk_group} * (m.num_experts / m.n_group) < m.experts_per_token)
+    field_error(ErrorKind::invalid_argument, s, "topk_group",
+                "enough groups to hold num_experts_per_tok (" + std::to_string(m.experts_per_token) +
+                    ") experts",
+                get(s, "topk_group"));
+}
+
+// The softmax scale DeepSeek's attention uses: (q head width)^-0.5, times YaRN's
+// mscale(factor, mscale_all_dim)^2 when the rope is scaled (transformers' yarn_apply_mscale).
+float deepseek_softmax_scale(const ModelConfig& m) {
+  double scale = 1.0 / std::sqrt(static_cast<double>(m.mla() ? m.mla_q_head_dim() : m.head_dim));
+  if (m.rope.scaling != ops::RopeScaling::none && m.rope.mscale_all_dim != 0 && m.rope.factor > 1) {
+    const double mscale = 0.1 * m.rope.mscale_all_dim * std::log(m.rope.factor) + 1.0;
+    scale *= mscale * mscale;
+  }
+  return static_cast<float>(scale);
+}
+
 // bos_token_id (an int) and eos_token_id (an int or a list); absent or null fields leave the
 // current values, so generation_config.json can be read after config.json and win.
 void parse_token_ids(const Source& s, ModelConfig& m) {
@@ -335,6 +430,8 @@ std::string supported_architectures() {
 bool ModelConfig::layer_is_moe(int layer) const {
   if (num_experts <= 0) return false;
   if (arch == Arch::mixtral) return true;
+  if (arch == Arch::deepseek_v2 || arch == Arch::deepseek_v3)
+    return layer >= first_k_dense_replace && layer % moe_layer_freq == 0;
   if (arch != Arch::qwen3_moe) return false;
   if (std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) != mlp_only_layers.end())
     return false;
@@ -391,6 +488,10 @@ WeightFormat parse_quantization(const Source& cfg) {
 
 }  // namespace
 
+float ModelConfig::attention_scale() const {
+  return softmax_scale > 0 ? softmax_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+}
+
 std::string_view weight_format_name(WeightFormat f) {
   switch (f) {
     case WeightFormat::dense: return "dense";
@@ -403,10 +504,18 @@ std::string_view weight_format_name(WeightFormat f) {
 ModelConfig parse_config(const std::string& config_json, const std::string& generation_config_json,
                          const std::string& source_name, const std::string& generation_source_name) {
   const json root = parse_object(config_json, source_name);
-  const Source s{root, source_name, ""};
+  const Source top{root, source_name, ""};
+  // DeepSeek-OCR (model_type deepseek_vl_v2): the language model's config is language_config;
+  // the vision encoder's weights are not loaded.
+  const json* language = get(top, "language_config");
+  if (language != nullptr && !language->is_object())
+    field_error(ErrorKind::invalid_argument, top, "language_config", "an object", language);
+  const bool vl = language != nullptr && optional_string(top, "model_type", "") == "deepseek_vl_v2";
+  const Source s = vl ? Source{*language, source_name, "language_config."} : top;
   ModelConfig m;
   m.arch = detect_arch(s);
   const bool mixtral = m.arch == Arch::mixtral;
+  const bool deepseek = m.arch == Arch::deepseek_v2 || m.arch == Arch::deepseek_v3;
   const bool qwen = m.arch == Arch::qwen2 || m.arch == Arch::qwen3 || m.arch == Arch::qwen3_moe;
 
   m.vocab_size = required_int(s, "vocab_size", 1, kMaxVocab);
@@ -419,7 +528,8 @@ ModelConfig parse_config(const std::string& config_json, const std::string& gene
     field_error(ErrorKind::invalid_argument, s, "num_key_value_heads",
                 "a divisor of num_attention_heads (" + std::to_string(m.num_heads) + ")",
                 get(s, "num_key_value_heads"));
-  if (get(s, "head_dim") == nullptr && m.hidden_size % m.num_heads != 0)
+  const bool mla = deepseek && optional_bool(s, "use_mla", true);
+  if (get(s, "head_dim") == nullptr && m.hidden_size % m.num_heads != 0 && !mla)
     field_error(ErrorKind::invalid_argument, s, "head_dim",
                 "a head_dim, as hidden_size (" + std::to_string(m.hidden_size) +
                     ") is not a multiple of num_attention_heads (" + std::to_string(m.num_heads) +
@@ -431,18 +541,22 @@ ModelConfig parse_config(const std::string& config_json, const std::string& gene
                 "at most " + std::to_string(kMaxQDim) + " / num_attention_heads (" +
                     std::to_string(m.num_heads) + ") (braidinfer's limit on the query width)",
                 get(s, "head_dim"));
-  if (m.head_dim % 2 != 0)
+  if (m.head_dim % 2 != 0 && !mla)
     field_error(ErrorKind::invalid_argument, s, "head_dim", "an even number (RoPE rotates pairs)",
                 get(s, "head_dim"));
 
   // Family defaults as in transformers' config classes.
   m.rms_norm_eps = static_cast<float>(optional_number(s, "rms_norm_eps", mixtral ? 1e-5 : 1e-6));
-  const int default_max_pos = m.arch == Arch::llama ? 2048 : mixtral ? 4096 * 32 : 32768;
+  const int default_max_pos = m.arch == Arch::llama || m.arch == Arch::deepseek_v2 ? 2048
+                              : m.arch == Arch::deepseek_v3                      ? 4096
+                              : mixtral                                          ? 4096 * 32
+                                                                                 : 32768;
   m.max_position_embeddings =
       optional_int(s, "max_position_embeddings", default_max_pos, 1, kMaxPositions);
   m.tie_word_embeddings = optional_bool(s, "tie_word_embeddings", false);
-  m.dtype = parse_dtype(s);
-  m.weights = parse_quantization(s);
+  // DeepSeek-OCR's language_config may leave the dtype and the quantization to the top level.
+  m.dtype = parse_dtype(vl && get(s, "dtype") == nullptr && get(s, "torch_dtype") == nullptr ? top : s);
+  m.weights = parse_quantization(vl && get(s, "quantization_config") == nullptr ? top : s);
 
   const std::string act = optional_string(s, "hidden_act", "silu");
   if (act != "silu")
@@ -463,6 +577,14 @@ ModelConfig parse_config(const std::string& config_json, const std::string& gene
       m.qkv_bias = m.o_bias = optional_bool(s, "attention_bias", false);
       break;
     case Arch::mixtral:
+      break;
+    case Arch::deepseek_v2:
+    case Arch::deepseek_v3:
+      if (optional_bool(s, "attention_bias", false))
+        unsupported(s, "attention_bias", "attention biases are not supported for DeepSeek models");
+      if (optional_bool(s, "mlp_bias", false))
+        unsupported(s, "mlp_bias", "MLP biases are not supported");
+      parse_deepseek_attention(s, m);
       break;
   }
 
@@ -489,6 +611,14 @@ ModelConfig parse_config(const std::string& config_json, const std::string& gene
 
   parse_rope(s, m, mixtral ? 1e6 : 10000.0);
   if (m.arch == Arch::qwen3_moe || mixtral) parse_moe(s, m);
+  if (deepseek) {
+    // transformers' DeepseekV2 rotates adjacent pairs always under MLA; V3 unless rope_interleave
+    // is false. (V3 reorders the pairs to the half-split layout first: the values differ in
+    // order only, and every q.k product is the same.)
+    m.rope.interleaved = m.mla() && (m.arch == Arch::deepseek_v2 || optional_bool(s, "rope_interleave", true));
+    parse_deepseek_moe(s, m);
+    m.softmax_scale = deepseek_softmax_scale(m);
+  }
 
   parse_token_ids(s, m);
   if (!generation_config_json.empty()) {

@@ -9,7 +9,7 @@
 
 namespace braid::model {
 
-enum class Arch { llama, qwen2, qwen3, qwen3_moe, mixtral };
+enum class Arch { llama, qwen2, qwen3, qwen3_moe, mixtral, deepseek_v2, deepseek_v3 };
 
 // Loader limits: a config past one of these is refused while it is parsed, before anything is
 // sized from it, with the field named. Each is far above any released model (vocabularies reach
@@ -69,13 +69,59 @@ struct ModelConfig {
   int decoder_sparse_step = 1;    // Qwen3-MoE: layer l is MoE if (l + 1) % step == 0 ...
   std::vector<int> mlp_only_layers;  // ... and l is not listed here
 
+  // How a MoE layer's router chooses (DeepSeek's topk_method / scoring_func).
+  enum class Router {
+    softmax_topk,     // Qwen3-MoE, Mixtral: ops::moe_route_topk_softmax
+    softmax_grouped,  // DeepSeek-V2 greedy (one group) or group_limited_greedy:
+                      // ops::moe_route_softmax_grouped
+    sigmoid_grouped,  // DeepSeek-V3 noaux_tc, sigmoid scores + e_score_correction_bias:
+                      // ops::moe_route_grouped
+  };
+  Router router = Router::softmax_topk;
+  int n_group = 1, topk_group = 1;
+  float routed_scaling_factor = 1.0f;
+  // DeepSeek: n_shared_experts always-on experts (one MLP moe_intermediate_size x n wide) beside
+  // the routed ones; layer l is MoE if l >= first_k_dense_replace and l % moe_layer_freq == 0.
+  int n_shared_experts = 0;
+  int first_k_dense_replace = 0;
+  int moe_layer_freq = 1;
+
+  // DeepSeek-V2/V3 multi-head latent attention (kv_lora_rank > 0). q is q_proj(x), or with
+  // q_lora_rank > 0 q_b_proj(RMSNorm(q_a_proj(x))), [heads, qk_nope_head_dim + qk_rope_head_dim];
+  // kv_a_proj_with_mqa(x) gives the latent (kv_lora_rank, RMSNorm'd) and one rope key
+  // (qk_rope_head_dim) shared by all heads: the cache holds those two per token; kv_b_proj
+  // expands the latent to per-head k_nope (qk_nope_head_dim) and v (v_head_dim). head_dim is
+  // then qk_rope_head_dim (the rotary width), num_kv_heads 1. DeepSeek-OCR's language model
+  // (use_mla false) has plain multi-head attention instead: kv_lora_rank 0.
+  int q_lora_rank = 0;
+  int kv_lora_rank = 0;
+  int qk_nope_head_dim = 0;
+  int qk_rope_head_dim = 0;
+  int v_head_dim = 0;
+  // (MLA rotates adjacent pairs: rope.interleaved, DeepSeek-V2 always, V3 unless rope_interleave
+  // is false.)
+  float softmax_scale = 0.0f;  // 0: 1 / sqrt(head_dim); DeepSeek: qk head dim^-0.5 x YaRN mscale^2
+
   // Token ids (generation_config.json wins over config.json). eos may hold several ids.
   int bos_token_id = -1;
   std::vector<int> eos_token_ids;
 
   bool layer_is_moe(int layer) const;
+  bool mla() const { return kv_lora_rank > 0; }
   int q_dim() const { return num_heads * head_dim; }
   int kv_dim() const { return num_kv_heads * head_dim; }
+  float attention_scale() const;
+  // MLA widths: a query head (nope + rope), the cached row per token (latent + rope key), the
+  // first projection's output (q or q_a, then the latent and the rope key).
+  int mla_q_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+  int mla_cache_dim() const { return kv_lora_rank + qk_rope_head_dim; }
+  int mla_first_proj_dim() const {
+    return (q_lora_rank > 0 ? q_lora_rank : num_heads * mla_q_head_dim()) + mla_cache_dim();
+  }
+  // The KV cache per layer and token: heads x key width and heads x value width (0: keys only).
+  int cache_heads() const { return mla() ? 1 : num_kv_heads; }
+  int cache_key_dim() const { return mla() ? mla_cache_dim() : head_dim; }
+  int cache_value_dim() const { return mla() ? 0 : head_dim; }
 };
 
 // Parses config.json (and generation_config.json when present) in `dir`. Accepts the spellings

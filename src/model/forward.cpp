@@ -27,6 +27,74 @@ Tensor heads_view(const Tensor& packed, int64_t n, int64_t col0, int64_t heads, 
 
 Tensor rows(const OwnedTensor& t, int64_t n) { return t.view().slice(0, 0, n); }
 
+// `heads` parts `width` wide, head_stride apart, starting at column col0 of a packed [n, cols]
+// tensor, as [n, heads, width] (e.g. the rope part of every q head of MLA).
+Tensor head_parts(const Tensor& packed, int64_t n, int64_t col0, int64_t heads,
+                  int64_t head_stride, int64_t width) {
+  Tensor v = packed.slice(0, 0, n);
+  v.data = v.at(col0);
+  v.ndim = 3;
+  v.shape[1] = heads;
+  v.shape[2] = width;
+  v.strides[1] = head_stride;
+  v.strides[2] = 1;
+  return v;
+}
+
+// Multi-head latent attention (DeepSeek), in the absorbed form for every step: the cache holds
+// each token's normed latent and its rotated rope key (one row, shared by all heads); each query
+// head's nope part goes through W_UK into the latent space, attends over the latent rows
+// (attention_mla), and the attended latent goes through W_UV to the head's v width. Prefill pays
+// (r + dr + r) instead of (dn + dr + dv) multiply-adds per head and key for not expanding K and V.
+// Reads ws.qkv ([q or q_a | latent | k_pe], written by the caller's projection); writes attn.
+void mla_attention(const ModelConfig& c, const LayerWeights& lw, const Tensor& cache_rows,
+                   const Workspace& ws, const StepInputs& in, int64_t n, const Tensor& page_table,
+                   const Tensor& attn, Stream s) {
+  const int64_t h = c.num_heads, dn = c.qk_nope_head_dim, dr = c.qk_rope_head_dim;
+  const int64_t r = c.kv_lora_rank, dq = dn + dr, dv = c.v_head_dim;
+  const float eps = c.rms_norm_eps;
+  const Tensor qkv = rows(ws.qkv, n);
+  const bool q_lora = c.q_lora_rank > 0;
+  const int64_t q_width = q_lora ? c.q_lora_rank : h * dq;  // the projection's q (or q_a) part
+  Tensor q = qkv.slice(1, 0, q_width);
+  if (q_lora) {
+    ops::rms_norm(q, lw.q_a_norm, eps, q, s);
+    q = rows(ws.mla_q, n);
+    ops::gemm(qkv.slice(1, 0, q_width), {lw.q_b, lw.q_b_scale}, Tensor{}, q, s);
+  }
+  const Tensor latent = qkv.slice(1, q_width, q_width + r);
+  ops::rms_norm(latent, lw.kv_a_norm, eps, latent, s);
+  const Tensor q_nope = head_parts(q, n, 0, h, dq, dn);
+  const Tensor q_pe = head_parts(q, n, dn, h, dq, dr);
+  const Tensor cache_row = head_parts(qkv, n, q_width, 1, r + dr, r + dr);  // latent | k_pe
+  const Tensor k_pe = head_parts(qkv, n, q_width + r, 1, r + dr, dr);
+  ops::rope_apply(q_pe, k_pe, in.positions, c.rope, s);
+  ops::kv_append(cache_row, Tensor{}, in.slots, cache_rows, Tensor{}, s);
+  const Tensor q_latent = rows(ws.mla_q_latent, n), out_latent = rows(ws.mla_out_latent, n);
+  ops::gemm_batched(q_nope, lw.w_uk, q_latent, s);
+  ops::attention_mla(q_latent, q_pe, in.cu_seqlens_q, cache_rows, page_table, in.kv_lens,
+                     /*causal=*/true, c.attention_scale(), out_latent, Tensor{},
+                     ws.mla_attention.view(), s);
+  ops::gemm_batched(out_latent, lw.w_uv, head_parts(attn, n, 0, h, dv, dv), s);
+}
+
+// The router of a MoE layer: topk_weights and topk_ids from the fp32 (DeepSeek) or model-dtype
+// logits, as the family's config says.
+void route(const ModelConfig& c, const LayerWeights& lw, const Tensor& logits,
+           const Tensor& topk_w, const Tensor& topk_ids, Stream s) {
+  const int k = c.experts_per_token;
+  switch (c.router) {
+    case ModelConfig::Router::softmax_topk:
+      return ops::moe_route_topk_softmax(logits, k, c.norm_topk_prob, topk_w, topk_ids, s);
+    case ModelConfig::Router::softmax_grouped:
+      return ops::moe_route_softmax_grouped(logits, c.n_group, c.topk_group, k, c.norm_topk_prob,
+                                            c.routed_scaling_factor, topk_w, topk_ids, s);
+    case ModelConfig::Router::sigmoid_grouped:
+      return ops::moe_route_grouped(logits, lw.router_bias, c.n_group, c.topk_group, k,
+                                    c.routed_scaling_factor, topk_w, topk_ids, s);
+  }
+}
+
 // A serving step's attention (StepInputs::prefill_cu_seqlens_q): decode rows through split-KV
 // decode attention; prompt chunks through FlashAttention, on their own K/V rows when every chunk
 // starts its sequence, else on K/V gathered out of the pages; attention() on the pages when the
@@ -66,19 +134,26 @@ Workspace::Workspace(const ModelConfig& c, int T, Device d, DType t, int64_t dec
                      int moe_gemv_max_tokens_, int decode_batch, int64_t gather_tokens)
     : max_tokens(T), moe_gemv_max_tokens(moe_gemv_max_tokens_) {
   const int64_t H = c.hidden_size;
-  const int64_t qkv_width = c.q_dim() + 2 * c.kv_dim();
-  int64_t I = 0;
+  const int64_t qkv_width = c.mla() ? c.mla_first_proj_dim() : c.q_dim() + 2 * c.kv_dim();
+  int64_t I = 0;  // the widest dense MLP: dense layers', or DeepSeek's shared experts'
   bool any_moe = false;
   for (int l = 0; l < c.num_layers; ++l) {
-    if (c.layer_is_moe(l))
+    if (c.layer_is_moe(l)) {
       any_moe = true;
-    else
-      I = c.intermediate_size;
+      I = std::max<int64_t>(I, int64_t{c.moe_intermediate_size} * c.n_shared_experts);
+    } else {
+      I = std::max<int64_t>(I, c.intermediate_size);
+    }
   }
   residual = OwnedTensor(t, {T, H}, d);
   normed = OwnedTensor(t, {T, H}, d);
   qkv = OwnedTensor(t, {T, qkv_width}, d);
-  attn = OwnedTensor(t, {T, c.q_dim()}, d);
+  attn = OwnedTensor(t, {T, c.mla() ? int64_t{c.num_heads} * c.v_head_dim : c.q_dim()}, d);
+  if (c.mla()) {
+    if (c.q_lora_rank > 0) mla_q = OwnedTensor(t, {T, int64_t{c.num_heads} * c.mla_q_head_dim()}, d);
+    mla_q_latent = OwnedTensor(t, {T, c.num_heads, c.kv_lora_rank}, d);
+    mla_out_latent = OwnedTensor(t, {T, c.num_heads, c.kv_lora_rank}, d);
+  }
   proj = OwnedTensor(t, {T, H}, d);
   if (I > 0) {
     mlp = OwnedTensor(t, {T, 2 * I}, d);
@@ -86,7 +161,9 @@ Workspace::Workspace(const ModelConfig& c, int T, Device d, DType t, int64_t dec
   }
   if (any_moe) {
     const int64_t E = c.num_experts, k = c.experts_per_token;
-    router_logits = OwnedTensor(t, {T, E}, d);
+    // DeepSeek's routers take fp32 logits (transformers upcasts input and weight).
+    const bool deepseek = c.arch == Arch::deepseek_v2 || c.arch == Arch::deepseek_v3;
+    router_logits = OwnedTensor(deepseek ? DType::f32 : t, {T, E}, d);
     topk_weights = OwnedTensor(DType::f32, {T, k}, d);
     topk_ids = OwnedTensor(DType::i32, {T, k}, d);
     const int64_t I_moe = c.moe_intermediate_size;
@@ -105,7 +182,14 @@ Workspace::Workspace(const ModelConfig& c, int T, Device d, DType t, int64_t dec
       moe_ys = OwnedTensor(t, {pairs, H}, d);
     }
   }
-  if (decode_kv_capacity > 0) {
+  if (decode_kv_capacity > 0 && c.mla()) {
+    int64_t floats = 0;
+    for (int64_t b = 1; b <= T; ++b)
+      floats = std::max(floats, ops::attention_mla_workspace_floats(b, c.num_heads, c.kv_lora_rank,
+                                                                    decode_kv_capacity));
+    if (floats > 0) mla_attention = OwnedTensor(DType::f32, {floats}, d);
+  }
+  if (decode_kv_capacity > 0 && !c.mla()) {
     // A smaller batch may cut its keys into more chunks: size for the largest need of any batch.
     int64_t floats = 0;
     for (int64_t b = 1; b <= (decode_batch > 0 ? decode_batch : T); ++b)
@@ -113,7 +197,7 @@ Workspace::Workspace(const ModelConfig& c, int T, Device d, DType t, int64_t dec
                                                                        decode_kv_capacity));
     decode_attention = OwnedTensor(DType::f32, {floats}, d);
   }
-  if (gather_tokens > 0) {
+  if (gather_tokens > 0 && !c.mla()) {
     gathered_k = OwnedTensor(t, {gather_tokens, c.num_kv_heads, c.head_dim}, d);
     gathered_v = OwnedTensor(t, {gather_tokens, c.num_kv_heads, c.head_dim}, d);
   }
@@ -127,7 +211,7 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
   };
   const int64_t hd = c.head_dim, qh = c.num_heads, kvh = c.num_kv_heads;
   const float eps = c.rms_norm_eps;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float scale = c.attention_scale();
   const Tensor residual = rows(ws.residual, n), normed = rows(ws.normed, n);
   const Tensor qkv = rows(ws.qkv, n), proj = rows(ws.proj, n);
   const Tensor attn = rows(ws.attn, n);
@@ -148,27 +232,33 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
     // that consumes it (one kernel in the decode step; norm + gemm for longer inputs).
     ops::rms_norm_gemm(residual, lw.attn_norm, eps, {lw.qkv, lw.qkv_scale}, lw.qkv_bias, qkv, normed, s);
     mark("qkv_proj", l);
-    const Tensor q = heads_view(qkv, n, 0, qh, hd);
-    const Tensor k = heads_view(qkv, n, qh * hd, kvh, hd);
-    const Tensor v = heads_view(qkv, n, (qh + kvh) * hd, kvh, hd);
-    const Tensor k_pages = cache.k[static_cast<size_t>(l)].view();
-    const Tensor v_pages = cache.v[static_cast<size_t>(l)].view();
-    ops::qk_norm_rope_kv_append(q, k, v, lw.q_norm, lw.k_norm, eps, in.positions, c.rope,
-                                in.slots, k_pages, v_pages, s);
-    mark("qk_rope_kv", l);
-    const ops::PagedKV kv{k_pages, v_pages, page_table, in.kv_lens};
-    if (in.decode && ws.decode_attention.view().ndim != 0)
-      ops::attention_decode(q, kv, scale, attn_heads, Tensor{}, ws.decode_attention.view(), s);
-    else if (in.prefill_cu_seqlens_q.data)
-      attend_serving_step(ws, in, n, q, k, v, kv, scale, attn_heads, s);
-    else
-      ops::attention(q, in.cu_seqlens_q, kv, /*causal=*/true, scale, attn_heads, Tensor{}, s);
-    mark("attention", l);
+    if (c.mla()) {
+      mla_attention(c, lw, cache.k[static_cast<size_t>(l)].view(), ws, in, n, page_table, attn, s);
+      mark("attention", l);
+    } else {
+      const Tensor q = heads_view(qkv, n, 0, qh, hd);
+      const Tensor k = heads_view(qkv, n, qh * hd, kvh, hd);
+      const Tensor v = heads_view(qkv, n, (qh + kvh) * hd, kvh, hd);
+      const Tensor k_pages = cache.k[static_cast<size_t>(l)].view();
+      const Tensor v_pages = cache.v[static_cast<size_t>(l)].view();
+      ops::qk_norm_rope_kv_append(q, k, v, lw.q_norm, lw.k_norm, eps, in.positions, c.rope,
+                                  in.slots, k_pages, v_pages, s);
+      mark("qk_rope_kv", l);
+      const ops::PagedKV kv{k_pages, v_pages, page_table, in.kv_lens};
+      if (in.decode && ws.decode_attention.view().ndim != 0)
+        ops::attention_decode(q, kv, scale, attn_heads, Tensor{}, ws.decode_attention.view(), s);
+      else if (in.prefill_cu_seqlens_q.data)
+        attend_serving_step(ws, in, n, q, k, v, kv, scale, attn_heads, s);
+      else
+        ops::attention(q, in.cu_seqlens_q, kv, /*causal=*/true, scale, attn_heads, Tensor{}, s);
+      mark("attention", l);
+    }
     ops::gemm_add(attn, {lw.o_proj, lw.o_proj_scale}, lw.o_bias, residual, proj, s);
     mark("o_proj", l);
 
     if (!c.layer_is_moe(l)) {
-      const Tensor mlp = rows(ws.mlp, n), act = rows(ws.act, n);
+      const int64_t I = lw.gate_up.shape[0] / 2;  // ws.mlp / ws.act hold the widest MLP
+      const Tensor mlp = rows(ws.mlp, n).slice(1, 0, 2 * I), act = rows(ws.act, n).slice(1, 0, I);
       ops::rms_norm_gemm(residual, lw.mlp_norm, eps, {lw.gate_up, lw.gate_up_scale}, Tensor{}, mlp,
                          normed, s);
       mark("gate_up_proj", l);
@@ -179,8 +269,7 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
       const Tensor topk_w = rows(ws.topk_weights, n), topk_ids = rows(ws.topk_ids, n);
       ops::rms_norm(residual, lw.mlp_norm, eps, normed, s);
       ops::gemm(normed, lw.router, Tensor{}, router_logits, s);
-      ops::moe_route_topk_softmax(router_logits, c.experts_per_token, c.norm_topk_prob, topk_w,
-                                  topk_ids, s);
+      route(c, lw, router_logits, topk_w, topk_ids, s);
       mark("moe_router", l);
       if (ws.moe_grouped(n)) {
         const int64_t pairs = int64_t{n} * c.experts_per_token;
@@ -202,8 +291,17 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
         ops::moe_experts(normed, topk_w, topk_ids, lw.experts_gate_up, lw.experts_down, hidden,
                          proj, s);
       }
-      ops::add_inplace(proj, residual, s);
       mark("moe_experts", l);
+      if (lw.shared_gate_up.data) {
+        // DeepSeek's shared experts, on the same normed input, joined to the routed output first
+        // (transformers' rounding: residual + (routed + shared)); normed is free as scratch then.
+        const int64_t I = lw.shared_gate_up.shape[0] / 2;
+        const Tensor mlp = rows(ws.mlp, n).slice(1, 0, 2 * I), act = rows(ws.act, n).slice(1, 0, I);
+        ops::gemm(normed, {lw.shared_gate_up, lw.shared_gate_up_scale}, Tensor{}, mlp, s);
+        ops::swiglu_gemm_add(mlp, {lw.shared_down, lw.shared_down_scale}, proj, act, normed, s);
+        mark("moe_shared_experts", l);
+      }
+      ops::add_inplace(proj, residual, s);
     }
   }
   // The LM head's rows: the listed ones (gathered into proj, free by now: embedding is a row

@@ -33,6 +33,9 @@ struct Workspace {
   OwnedTensor router_logits, topk_weights, topk_ids, moe_hidden;
   OwnedTensor moe_offsets, moe_sorted_pairs, moe_pair_rows, moe_permute_scratch;
   OwnedTensor moe_xs, moe_hs, moe_ys;
+  // MLA layers only: q (q LoRA: q_b_proj's output), the latent queries and the attended latents.
+  OwnedTensor mla_q, mla_q_latent, mla_out_latent;
+  OwnedTensor mla_attention;  // f32 scratch of attention_mla's split-KV (with decode_kv_capacity)
   OwnedTensor decode_attention;  // f32 scratch of attention_decode
   OwnedTensor gathered_k, gathered_v;  // [gather_tokens, kv_heads, head_dim]: paged_kv_gather's
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "braid/error.h"
+#include "braid/ops.h"
 
 namespace braid::model {
 
@@ -66,30 +67,32 @@ class Builder {
 
   // A linear layer of several Hugging Face matrices stacked by rows (stack), in the checkpoint's
   // format: 16-bit, or fp8 with its scales stacked the same way (which needs each matrix's rows
-  // in whole 128-row blocks).
+  // but the last's in whole 128-row blocks).
   Tensor linear(WeightFormat format, const std::vector<std::string>& names,
                 const std::vector<int64_t>& rows, int64_t cols, Tensor& scale) {
     if (format == WeightFormat::dense) return stack(names, rows, cols);
     const bool blocks = format == WeightFormat::fp8_blocks;
     int64_t total = 0;
     for (size_t i = 0; i < names.size(); ++i) {
-      if (blocks && rows[i] % 128 != 0)
+      // The last matrix may end in a partial block (kv_a_proj_with_mqa's 576 rows).
+      if (blocks && rows[i] % 128 != 0 && i + 1 != names.size())
         throw Error(ErrorKind::unsupported,
                     "checkpoint: fp8 tensor '" + names[i] + "' has " + std::to_string(rows[i]) +
                         " rows; packing its 128 x 128 scale blocks needs a multiple of 128");
       total += rows[i];
     }
     const int64_t scale_cols = blocks ? (cols + 127) / 128 : 1;
+    auto scale_rows = [&](int64_t r) { return blocks ? (r + 127) / 128 : r; };
     for (size_t i = 0; i < names.size(); ++i) {
       check(names[i], {rows[i], cols});
-      check(names[i] + (blocks ? "_scale_inv" : "_scale"), {blocks ? rows[i] / 128 : rows[i], scale_cols});
+      check(names[i] + (blocks ? "_scale_inv" : "_scale"), {scale_rows(rows[i]), scale_cols});
     }
     Tensor t = allocate({total, cols}, DType::f8e4m3);
-    scale = allocate({blocks ? total / 128 : total, scale_cols}, DType::f32);
+    scale = allocate({scale_rows(total), scale_cols}, DType::f32);
     int64_t at = 0;
     for (size_t i = 0; i < names.size(); ++i) {
       fill(names[i], {rows[i], cols}, t.slice(0, at, at + rows[i]));
-      const int64_t s0 = blocks ? at / 128 : at, s1 = blocks ? (at + rows[i]) / 128 : at + rows[i];
+      const int64_t s0 = blocks ? at / 128 : at, s1 = scale_rows(at + rows[i]);
       fill(names[i] + (blocks ? "_scale_inv" : "_scale"), {s1 - s0, scale_cols}, scale.slice(0, s0, s1));
       at += rows[i];
     }
@@ -116,6 +119,40 @@ class Builder {
     }
   }
 
+  // kv_b_proj [heads x (nope + v), kv_lora_rank] as the per-head W_UK and W_UV views
+  // gemm_batched reads (no copies: strided views of one tensor). A 16-bit checkpoint's matrix is
+  // kept as it is; an fp8 one is dequantized once, transposed, by an exact GEMM with the identity
+  // ([r, r] @ W^T = W^T, each product a value times 1), since gemm_batched takes 16-bit weights.
+  void mla_kv_b(LayerWeights& lw, const ModelConfig& c, const std::string& name) {
+    const int64_t h = c.num_heads, dn = c.qk_nope_head_dim, dv = c.v_head_dim, r = c.kv_lora_rank;
+    const int64_t rows = h * (dn + dv);
+    Tensor scale;
+    const Tensor w = linear(c.weights, {name}, {rows}, r, scale);
+    auto view = [](const Tensor& base, int64_t offset, std::initializer_list<int64_t> shape,
+                   std::initializer_list<int64_t> strides) {
+      Tensor v = base;
+      v.data = base.at(offset);
+      v.ndim = 3;
+      std::copy(shape.begin(), shape.end(), v.shape);
+      std::copy(strides.begin(), strides.end(), v.strides);
+      return v;
+    };
+    if (c.weights == WeightFormat::dense) {
+      // W[(b (dn + dv) + j) r + i]: W_UK[b] = rows 0..dn of head b, W_UV[b] the next dv.
+      lw.w_uk = view(w, 0, {h, r, dn}, {(dn + dv) * r, 1, r});
+      lw.w_uv = view(w, dn * r, {h, dv, r}, {(dn + dv) * r, r, 1});
+      return;
+    }
+    OwnedTensor eye_host(dtype_, {r, r}, Device::cpu());
+    for (int64_t i = 0; i < r; ++i) store_from_float(eye_host.data(), dtype_, i * r + i, 1.0f);
+    OwnedTensor eye(dtype_, {r, r}, device_);
+    copy(eye_host.view(), eye.view());
+    const Tensor wt = allocate({r, rows});  // W^T: [r, heads x (dn + dv)]
+    ops::gemm(eye.view(), {w, scale}, Tensor{}, wt);
+    lw.w_uk = view(wt, 0, {h, r, dn}, {dn + dv, rows, 1});
+    lw.w_uv = view(wt, dn, {h, dv, r}, {dn + dv, 1, rows});
+  }
+
  private:
   Device device_;
   DType dtype_;
@@ -132,6 +169,15 @@ Weights build_weights(const ModelConfig& c, Device device, DType dtype, const We
     throw Error(ErrorKind::unsupported,
                 "checkpoint: fp8 with per-channel scales (compressed-tensors) runs on the CPU only "
                 "for now: CUDA has no per-channel fp8 GEMM for prompts yet");
+  // attention_mla's CUDA kernel: r a multiple of 64 up to 512, dr a multiple of 32 up to 64.
+  if (c.mla() && device.is_cuda() &&
+      (c.kv_lora_rank % 64 != 0 || c.kv_lora_rank > 512 || c.qk_rope_head_dim % 32 != 0 ||
+       c.qk_rope_head_dim > 64))
+    throw Error(ErrorKind::unsupported,
+                "config: kv_lora_rank " + std::to_string(c.kv_lora_rank) + " with qk_rope_head_dim " +
+                    std::to_string(c.qk_rope_head_dim) +
+                    ": the CUDA MLA kernel takes kv_lora_rank a multiple of 64 up to 512 and "
+                    "qk_rope_head_dim a multiple of 32 up to 64 (DeepSeek-V2/V3: 512 and 64)");
   Weights w;
   w.device = device;
   w.dtype = dtype;
@@ -149,8 +195,26 @@ Weights build_weights(const ModelConfig& c, Device device, DType dtype, const We
     const std::string p = "model.layers." + std::to_string(l) + ".";
     const std::string a = p + "self_attn.";
     lw.attn_norm = b.load(p + "input_layernorm.weight", {H});
-    lw.qkv = b.linear(c.weights, {a + "q_proj.weight", a + "k_proj.weight", a + "v_proj.weight"},
-                      {qd, kvd, kvd}, H, lw.qkv_scale);
+    if (c.mla()) {
+      // q (q_proj, or q LoRA's q_a_proj) and kv_a_proj_with_mqa read the same normed input.
+      const int hq = c.num_heads * c.mla_q_head_dim();
+      const bool q_lora = c.q_lora_rank > 0;
+      lw.qkv = b.linear(c.weights,
+                        {a + (q_lora ? "q_a_proj.weight" : "q_proj.weight"), a + "kv_a_proj_with_mqa.weight"},
+                        {q_lora ? c.q_lora_rank : hq, c.mla_cache_dim()}, H, lw.qkv_scale);
+      if (q_lora) {
+        lw.q_a_norm = b.load(a + "q_a_layernorm.weight", {c.q_lora_rank});
+        lw.q_b = b.linear(c.weights, {a + "q_b_proj.weight"}, {hq}, c.q_lora_rank, lw.q_b_scale);
+      }
+      lw.kv_a_norm = b.load(a + "kv_a_layernorm.weight", {c.kv_lora_rank});
+      b.mla_kv_b(lw, c, a + "kv_b_proj.weight");
+      lw.o_proj = b.linear(c.weights, {a + "o_proj.weight"}, {H}, c.num_heads * c.v_head_dim,
+                           lw.o_proj_scale);
+    } else {
+      lw.qkv = b.linear(c.weights, {a + "q_proj.weight", a + "k_proj.weight", a + "v_proj.weight"},
+                        {qd, kvd, kvd}, H, lw.qkv_scale);
+      lw.o_proj = b.linear(c.weights, {a + "o_proj.weight"}, {H}, qd, lw.o_proj_scale);
+    }
     if (c.qkv_bias)
       lw.qkv_bias = b.stack({a + "q_proj.bias", a + "k_proj.bias", a + "v_proj.bias"},
                             {qd, kvd, kvd}, 0);
@@ -158,7 +222,6 @@ Weights build_weights(const ModelConfig& c, Device device, DType dtype, const We
       lw.q_norm = b.load(a + "q_norm.weight", {hd});
       lw.k_norm = b.load(a + "k_norm.weight", {hd});
     }
-    lw.o_proj = b.linear(c.weights, {a + "o_proj.weight"}, {H}, qd, lw.o_proj_scale);
     if (c.o_bias) lw.o_bias = b.load(a + "o_proj.bias", {H});
     lw.mlp_norm = b.load(p + "post_attention_layernorm.weight", {H});
 
@@ -173,6 +236,18 @@ Weights build_weights(const ModelConfig& c, Device device, DType dtype, const We
       throw Error(ErrorKind::unsupported, "checkpoint: fp8 experts (layer " + std::to_string(l) +
                                               ") are not supported yet: only dense fp8 models load");
     const int E = c.num_experts, I = c.moe_intermediate_size;
+    if (c.n_shared_experts > 0) {
+      const std::string sh = p + "mlp.shared_experts.";
+      const int Is = I * c.n_shared_experts;
+      lw.shared_gate_up = b.linear(c.weights, {sh + "gate_proj.weight", sh + "up_proj.weight"},
+                                   {Is, Is}, H, lw.shared_gate_up_scale);
+      lw.shared_down = b.linear(c.weights, {sh + "down_proj.weight"}, {H}, Is, lw.shared_down_scale);
+    }
+    if (c.router == ModelConfig::Router::sigmoid_grouped) {
+      b.check(p + "mlp.gate.e_score_correction_bias", {E});
+      lw.router_bias = b.allocate({E}, DType::f32);
+      b.fill(p + "mlp.gate.e_score_correction_bias", {E}, lw.router_bias);
+    }
     if (c.arch == Arch::mixtral) {
       lw.router = b.load(p + "block_sparse_moe.gate.weight", {E, H});
       b.experts(lw, p + "block_sparse_moe.experts", E, I, H, "w1", "w3", "w2");
@@ -205,8 +280,11 @@ Weights load_weights(const ModelConfig& c, const Checkpoint& checkpoint, Device 
     // fp8 values are taken as stored; their scales in any float type (f32 or bf16 in the wild);
     // everything else in the dtype config.json declares.
     const bool fp8 = dst.dtype == DType::f8e4m3;
-    const bool scale = dst.dtype == DType::f32 && c.weights != WeightFormat::dense &&
-                       (name.ends_with("_scale_inv") || name.ends_with("_scale"));
+    // (DeepSeek-V3's e_score_correction_bias, kept in f32, loads as any float type too.)
+    const bool scale = dst.dtype == DType::f32 &&
+                       ((c.weights != WeightFormat::dense &&
+                         (name.ends_with("_scale_inv") || name.ends_with("_scale"))) ||
+                        name.ends_with("e_score_correction_bias"));
     const bool ok = fp8 ? e->dtype == DType::f8e4m3
                   : scale ? (e->dtype == DType::f32 || e->dtype == DType::bf16 || e->dtype == DType::f16)
                           : e->dtype == c.dtype;
@@ -214,7 +292,7 @@ Weights load_weights(const ModelConfig& c, const Checkpoint& checkpoint, Device 
       throw Error(ErrorKind::io, "checkpoint: tensor '" + name + "' in " + e->file + " is " +
                                      std::string(dtype_name(e->dtype)) + " but " +
                                      (fp8 ? std::string("the fp8 checkpoint needs F8_E4M3")
-                                      : scale ? std::string("a scale must be F32, BF16 or F16")
+                                      : scale ? std::string("it must be F32, BF16 or F16")
                                               : "config.json says " + std::string(dtype_name(c.dtype))));
     const int64_t n = dst.numel();
     if (e->dtype == dst.dtype) {

@@ -34,8 +34,21 @@ struct LayerWeights {
   Tensor down_scale;
   // Mixture of experts.
   Tensor router;           // [E, hidden]
+  Tensor router_bias;      // [E] f32: DeepSeek-V3's e_score_correction_bias (sigmoid routing)
   Tensor experts_gate_up;  // [E, 2 I_moe, hidden]
   Tensor experts_down;     // [E, hidden, I_moe]
+  // DeepSeek's shared experts: one dense MLP, n_shared_experts x I_moe wide.
+  Tensor shared_gate_up, shared_gate_up_scale;  // [2 I_shared, hidden]
+  Tensor shared_down, shared_down_scale;        // [hidden, I_shared]
+
+  // Multi-head latent attention (DeepSeek). qkv is then [q_proj or q_a_proj | kv_a_proj_with_mqa]
+  // (both read the normed input: one GEMM), o_proj [hidden, heads x v_head_dim].
+  Tensor q_a_norm;            // [q_lora_rank] (q LoRA only)
+  Tensor q_b, q_b_scale;      // [heads x (nope + rope), q_lora_rank] (q LoRA only)
+  Tensor kv_a_norm;           // [kv_lora_rank]
+  // kv_b_proj's per-head parts as gemm_batched takes them (strided views of one tensor):
+  Tensor w_uk;  // [heads, kv_lora_rank, nope]: q_nope -> the query's latent (absorbed W_UK)
+  Tensor w_uv;  // [heads, v_head_dim, kv_lora_rank]: the attended latent -> v (W_UV)
 };
 
 struct Weights {

@@ -14,26 +14,34 @@ namespace braid::ops {
 void kv_append(const Tensor& k, const Tensor& v, const Tensor& slots, const Tensor& k_pages,
                const Tensor& v_pages, Stream stream) {
   const char* op = "kv_append";
-  for (auto [name, t] : {std::pair{"k", &k}, {"v", &v}, {"slots", &slots}, {"k_pages", &k_pages},
-                         {"v_pages", &v_pages}})
+  // Keys only (an MLA latent cache): v and v_pages both undefined.
+  const bool values = v.ndim != 0 || v_pages.ndim != 0;
+  for (auto [name, t] : {std::pair{"k", &k}, {"slots", &slots}, {"k_pages", &k_pages}})
     check::defined(op, name, *t);
+  if (values) {
+    check::defined(op, "v", v);
+    check::defined(op, "v_pages", v_pages);
+  }
   check::dtype_in(op, "k", k, {DType::f32, DType::f16, DType::bf16});
-  check::dtype_eq(op, "v", v, k.dtype);
   check::dtype_eq(op, "k_pages", k_pages, k.dtype);
-  check::dtype_eq(op, "v_pages", v_pages, k.dtype);
   check::dtype_eq(op, "slots", slots, DType::i32);
   check::ndim_eq(op, "k", k, 3);
   const int64_t n = k.size(0), kv_heads = k.size(1), head_dim = k.size(2);
-  check::same_shape(op, "v", v, k);
-  if (k.stride(2) != 1 || v.stride(2) != 1)
-    check::fail(ErrorKind::shape, op, k.stride(2) != 1 ? "k" : "v", "a dense last dimension",
-                "stride " + std::to_string(k.stride(2) != 1 ? k.stride(2) : v.stride(2)));
+  if (k.stride(2) != 1)
+    check::fail(ErrorKind::shape, op, "k", "a dense last dimension", "stride " + std::to_string(k.stride(2)));
   check::shape_eq(op, "slots", slots, {n});
   check::contiguous(op, "slots", slots);
   check::shape_eq(op, "k_pages", k_pages, {-1, -1, kv_heads, head_dim});
-  check::same_shape(op, "v_pages", v_pages, k_pages);
   check::contiguous(op, "k_pages", k_pages);
-  check::contiguous(op, "v_pages", v_pages);
+  if (values) {
+    check::dtype_eq(op, "v", v, k.dtype);
+    check::dtype_eq(op, "v_pages", v_pages, k.dtype);
+    check::same_shape(op, "v", v, k);
+    if (v.stride(2) != 1)
+      check::fail(ErrorKind::shape, op, "v", "a dense last dimension", "stride " + std::to_string(v.stride(2)));
+    check::same_shape(op, "v_pages", v_pages, k_pages);
+    check::contiguous(op, "v_pages", v_pages);
+  }
   Device dev = check::same_device(op, {{"k", &k}, {"v", &v}, {"slots", &slots},
                                        {"k_pages", &k_pages}, {"v_pages", &v_pages}});
   if (n == 0) return;

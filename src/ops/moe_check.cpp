@@ -1,5 +1,6 @@
 #include "ops/moe_check.h"
 
+#include <cmath>
 #include <string>
 
 #include "braid/ops.h"
@@ -27,6 +28,28 @@ void router_outputs(const char* op, int64_t tokens, int k, const Tensor& topk_we
   check::dtype_eq(op, "topk_ids", topk_ids, DType::i32);
   check::shape_eq(op, "topk_ids", topk_ids, {tokens, k});
   check::contiguous(op, "topk_ids", topk_ids);
+}
+
+void router_groups(const char* op, int64_t experts, int n_group, int topk_group, int k,
+                   const char* k_arg, float routed_scaling_factor) {
+  if (n_group < 1 || experts % n_group != 0)
+    check::fail(ErrorKind::invalid_argument, op, "n_group",
+                "a divisor of the number of experts (" + std::to_string(experts) + ")",
+                std::to_string(n_group));
+  if (topk_group < 1 || topk_group > n_group)
+    check::fail(ErrorKind::invalid_argument, op, "topk_group",
+                "topk_group between 1 and n_group = " + std::to_string(n_group),
+                std::to_string(topk_group));
+  const int64_t kept_experts = topk_group * (experts / n_group);
+  const int64_t max_k = kept_experts < kMoeMaxTopK ? kept_experts : kMoeMaxTopK;
+  if (k < 1 || k > max_k)
+    check::fail(ErrorKind::invalid_argument, op, k_arg,
+                std::string(k_arg) + " between 1 and min(" + std::to_string(kMoeMaxTopK) +
+                    ", topk_group * experts / n_group) = " + std::to_string(max_k),
+                std::to_string(k));
+  if (!std::isfinite(routed_scaling_factor))
+    check::fail(ErrorKind::invalid_argument, op, "routed_scaling_factor", "a finite number",
+                std::to_string(routed_scaling_factor));
 }
 
 void expert_offsets_values(const char* op, const Tensor& offsets, int64_t experts, int64_t m) {

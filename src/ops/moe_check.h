@@ -21,6 +21,13 @@ int64_t router_logits(const char* op, const Tensor& logits);
 void router_outputs(const char* op, int64_t tokens, int k, const Tensor& topk_weights,
                     const Tensor& topk_ids);
 
+// A grouped router's scalars (moe_route_grouped, moe_route_softmax_grouped), in the order the
+// contracts state them, each bound following from the ones before: n_group divides E,
+// 1 <= topk_group <= n_group, 1 <= k <= min(kMoeMaxTopK, topk_group * E / n_group), and
+// routed_scaling_factor finite. `k_arg` names k in the message.
+void router_groups(const char* op, int64_t experts, int n_group, int topk_group, int k,
+                   const char* k_arg, float routed_scaling_factor);
+
 // A grouped GEMM's expert_offsets values: offsets[0] >= 0, non-decreasing, offsets[E] <= m. Only
 // the CPU can read them; CUDA trusts them (checking would need a host synchronisation) and its
 // kernels clamp them to [0, m] so that bad ones cannot send stores outside y.

@@ -128,6 +128,7 @@ RopeTable rope_table(const RopeConfig& config, int head_dim) {
   const int dim = check_config(config, head_dim);
   RopeTable t;
   t.half = dim / 2;
+  t.interleaved = config.interleaved;
   if (config.scaling == RopeScaling::yarn) {
     t.attention_scaling = static_cast<float>(yarn_table(config, dim, t));
     return t;

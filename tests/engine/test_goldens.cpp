@@ -60,9 +60,18 @@ struct Golden {
   size_t V = 0;
   std::vector<float> prefill, decode;  // fp32 reference: [prompt, V] and [new tokens, V]
   std::vector<float> prefill_bf16;     // transformers' own bf16 model on CUDA: [prompt, V]
+  // ... and its greedy run: tokens and the decode rows they were chosen from. Up to and with
+  // step `bf16_same_prefix` (its first token that differs from fp32's, or the last step) its rows
+  // follow the same prefix as the fp32 ones.
+  std::vector<int32_t> tokens_bf16;
+  std::vector<float> decode_bf16;
+  size_t bf16_same_prefix = 0;
 };
 
-// How far transformers' own bf16 model is from its fp32 logits: the worst prompt row and all rows.
+// How far transformers' own bf16 model is from its fp32 logits: the worst row (prompt rows, and
+// decode rows while its prefix is the fp32 one) and all prompt rows. In a MoE model bf16 rounding
+// can flip an expert choice near a routing tie, which moves a whole row: transformers' own run
+// shows how large such flips are on this checkpoint.
 struct Bf16Noise {
   double worst_row = 0, all = 0;
 };
@@ -84,6 +93,12 @@ Golden load_golden(const std::string& name) {
                          g.tokens.size() * g.V);
   g.prefill_bf16 = read_floats(g.dir / g.j["bf16"]["prefill_logits"]["file"].get<std::string>(),
                                g.prompt.size() * g.V);
+  g.tokens_bf16 = g.j["bf16"]["tokens"].get<std::vector<int32_t>>();
+  g.decode_bf16 = read_floats(g.dir / g.j["bf16"]["decode_logits"]["file"].get<std::string>(),
+                              g.tokens_bf16.size() * g.V);
+  while (g.bf16_same_prefix + 1 < g.tokens.size() &&
+         g.tokens_bf16[g.bf16_same_prefix] == g.tokens[g.bf16_same_prefix])
+    ++g.bf16_same_prefix;
   return g;
 }
 
@@ -91,12 +106,15 @@ Bf16Noise reference_bf16_noise(const Golden& g) {
   Bf16Noise n;
   for (size_t r = 0; r < g.prompt.size(); ++r)
     n.worst_row = std::max(n.worst_row, rel_error(row(g.prefill_bf16, r, g.V), row(g.prefill, r, g.V)));
+  for (size_t i = 0; i <= g.bf16_same_prefix; ++i)
+    n.worst_row = std::max(n.worst_row, rel_error(row(g.decode_bf16, i, g.V), row(g.decode, i, g.V)));
   n.all = rel_error(g.prefill_bf16, g.prefill);
   return n;
 }
 
 std::vector<std::string> golden_names() {
-  return {"llama", "qwen2", "qwen3", "qwen3_moe", "mixtral"};
+  return {"llama",       "qwen2",            "qwen3",       "qwen3_moe",      "mixtral",
+          "deepseek_v2", "deepseek_v2_lora", "deepseek_v3", "deepseek_ocr_lm"};
 }
 
 class Goldens : public ::testing::TestWithParam<std::string> {};
@@ -146,7 +164,12 @@ void expect_bf16_matches(const Golden& g, const engine::EngineOptions& o) {
     EXPECT_LE(err, row_tol) << g.name << " step " << i;
     worst = std::max(worst, err);
     if (clear_gap(g.top2_gap[i], row(g.decode, i, g.V))) {
-      EXPECT_EQ(argmax(step_logits), g.tokens[i]) << g.name << " step " << i;
+      // transformers' bf16 choice on the same prefix is as good an answer (a routing flip).
+      const int32_t got = argmax(step_logits);
+      const bool hf_bf16_choice = i <= g.bf16_same_prefix && got == g.tokens_bf16[i];
+      EXPECT_TRUE(got == g.tokens[i] || hf_bf16_choice)
+          << g.name << " step " << i << ": chose " << got << ", fp32 " << g.tokens[i]
+          << ", transformers bf16 " << g.tokens_bf16[i];
       ++compared;
     }
     if (i + 1 < g.tokens.size()) step_logits = eng.step({g.tokens[i]});
@@ -171,7 +194,7 @@ TEST_P(Goldens, CudaGroupedMoeMatchesTransformersInBf16) {
   BRAID_REQUIRE_CUDA();
   const Golden g = load_golden(GetParam());
   const std::string arch = g.j["architecture"].get<std::string>();
-  if (arch != "Qwen3MoeForCausalLM" && arch != "MixtralForCausalLM")
+  if (arch == "LlamaForCausalLM" || arch == "Qwen2ForCausalLM" || arch == "Qwen3ForCausalLM")
     GTEST_SKIP() << g.name << " has no MoE layers";
   engine::EngineOptions o;
   o.device = Device::cuda();

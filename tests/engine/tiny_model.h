@@ -35,6 +35,11 @@ struct TinyModelSpec {
   // f32): the reference an fp8 checkpoint must match.
   std::string fp8;
   bool fp8_dequantized = false;
+  // DeepSeek-V3's layout (arch DeepseekV3ForCausalLM): multi-head latent attention with a q LoRA
+  // (these widths; head_dim and kv_heads unused), and with experts a dense first layer, then MoE
+  // layers with one shared expert and sigmoid routing with a score-correction bias.
+  bool deepseek = false;
+  int q_lora = 128, kv_lora = 64, nope = 32, rope = 32, v_head = 32;
 };
 
 class TinyModelDir {
@@ -80,7 +85,15 @@ class TinyModelDir {
               {"input_activations",
                {{"num_bits", 8}, {"type", "float"}, {"strategy", "token"}, {"dynamic", true}}},
               {"targets", {"Linear"}}}}}}};
-    if (s.experts) {
+    if (s.deepseek) {
+      c.update({{"q_lora_rank", s.q_lora}, {"kv_lora_rank", s.kv_lora}, {"qk_nope_head_dim", s.nope},
+                {"qk_rope_head_dim", s.rope}, {"v_head_dim", s.v_head}, {"first_k_dense_replace", 1}});
+      c.erase("head_dim");
+      if (s.experts)
+        c.update({{"n_routed_experts", s.experts}, {"num_experts_per_tok", s.experts_per_token},
+                  {"moe_intermediate_size", s.moe_intermediate}, {"n_shared_experts", 1},
+                  {"n_group", 2}, {"topk_group", 1}, {"routed_scaling_factor", 2.5}});
+    } else if (s.experts) {
       c["num_experts"] = s.experts;
       c["num_experts_per_tok"] = s.experts_per_token;
       c["moe_intermediate_size"] = s.moe_intermediate;
@@ -116,7 +129,8 @@ class TinyModelDir {
       for (int64_t d : shape) n *= d;
       std::vector<float> v(static_cast<size_t>(n));
       for (float& x : v) x = base + normal(rng);
-      const bool linear = name.ends_with("_proj.weight") && name.find("experts") == std::string::npos;
+      // Linear layers, the routed experts aside (a shared expert is one).
+      const bool linear = name.ends_with("_proj.weight") && name.find(".experts.") == std::string::npos;
       if (s.fp8.empty() || !linear) return write(name, std::move(shape), t, v);
       // Quantize: a scale per 128 x 128 block or per row = amax / 448, values e4m3(v / scale).
       const bool blocks = s.fp8 == "blocks";
@@ -146,6 +160,32 @@ class TinyModelDir {
       const std::string p = "model.layers." + std::to_string(l) + ".";
       add(p + "input_layernorm.weight", {H}, 1.0f);
       add(p + "post_attention_layernorm.weight", {H}, 1.0f);
+      if (s.deepseek) {
+        const std::string a = p + "self_attn.";
+        add(a + "q_a_proj.weight", {s.q_lora, H});
+        add(a + "q_a_layernorm.weight", {s.q_lora}, 1.0f);
+        add(a + "q_b_proj.weight", {s.heads * (s.nope + s.rope), s.q_lora});
+        add(a + "kv_a_proj_with_mqa.weight", {s.kv_lora + s.rope, H});
+        add(a + "kv_a_layernorm.weight", {s.kv_lora}, 1.0f);
+        add(a + "kv_b_proj.weight", {s.heads * (s.nope + s.v_head), s.kv_lora});
+        add(a + "o_proj.weight", {H, s.heads * s.v_head});
+        const bool moe = s.experts && l >= 1;
+        const int64_t I = moe ? s.moe_intermediate : s.intermediate;
+        const std::string m = p + (moe ? "mlp.shared_experts." : "mlp.");
+        add(m + "gate_proj.weight", {I, H});
+        add(m + "up_proj.weight", {I, H});
+        add(m + "down_proj.weight", {H, I});
+        if (!moe) continue;
+        add(p + "mlp.gate.weight", {s.experts, H});
+        add(p + "mlp.gate.e_score_correction_bias", {s.experts});
+        for (int e = 0; e < s.experts; ++e) {
+          const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
+          add(x + "gate_proj.weight", {s.moe_intermediate, H});
+          add(x + "up_proj.weight", {s.moe_intermediate, H});
+          add(x + "down_proj.weight", {H, s.moe_intermediate});
+        }
+        continue;
+      }
       add(p + "self_attn.q_proj.weight", {qd, H});
       add(p + "self_attn.k_proj.weight", {kvd, H});
       add(p + "self_attn.v_proj.weight", {kvd, H});

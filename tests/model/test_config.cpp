@@ -576,7 +576,8 @@ TEST(ConfigErrors, MissingFolderOrFile) {
 TEST(ConfigErrors, UnknownArchitectureListsSupported) {
   const std::vector<std::string> supported = {"LlamaForCausalLM", "Qwen2ForCausalLM",
                                               "Qwen3ForCausalLM", "Qwen3MoeForCausalLM",
-                                              "MixtralForCausalLM"};
+                                              "MixtralForCausalLM", "DeepseekV2ForCausalLM",
+                                              "DeepseekV3ForCausalLM"};
   auto expect_listed = [&](const std::string& text, const std::string& named) {
     std::vector<std::string> fragments = supported;
     fragments.push_back("config.json");
@@ -589,7 +590,7 @@ TEST(ConfigErrors, UnknownArchitectureListsSupported) {
                 "model_type 'gpt2' is not supported");
   EXPECT_EQ(model::supported_architectures(),
             "LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, "
-            "MixtralForCausalLM");
+            "MixtralForCausalLM, DeepseekV2ForCausalLM, DeepseekV3ForCausalLM");
   expect_error([&] { parse(with(kLlama32_1B, {{"architectures", json()}, {"model_type", json()}})); },
                ErrorKind::invalid_argument,
                {"config.json", "neither 'architectures' nor 'model_type'", "LlamaForCausalLM"});

@@ -66,6 +66,38 @@ constexpr Preset kPresets[] = {
       "decoder_sparse_step": 1, "mlp_only_layers": [], "max_position_embeddings": 40960,
       "rope_theta": 1000000.0, "rms_norm_eps": 1e-6, "tie_word_embeddings": false,
       "torch_dtype": "bfloat16"})"},
+    // DeepSeek-V2-Lite: MLA (plain q_proj, 512-wide latent), 64 experts + 2 shared, top 6.
+    {"deepseek-v2-lite", R"({"architectures": ["DeepseekV2ForCausalLM"], "vocab_size": 102400,
+      "hidden_size": 2048, "intermediate_size": 10944, "moe_intermediate_size": 1408,
+      "num_hidden_layers": 27, "num_attention_heads": 16, "num_key_value_heads": 16,
+      "q_lora_rank": null, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+      "v_head_dim": 128, "n_routed_experts": 64, "n_shared_experts": 2, "num_experts_per_tok": 6,
+      "first_k_dense_replace": 1, "moe_layer_freq": 1, "topk_method": "greedy", "n_group": 1,
+      "topk_group": 1, "norm_topk_prob": false, "routed_scaling_factor": 1.0,
+      "scoring_func": "softmax", "max_position_embeddings": 163840, "rope_theta": 10000,
+      "rope_scaling": {"type": "yarn", "factor": 40, "beta_fast": 32, "beta_slow": 1,
+                       "mscale": 0.707, "mscale_all_dim": 0.707,
+                       "original_max_position_embeddings": 4096},
+      "rms_norm_eps": 1e-6, "tie_word_embeddings": false, "torch_dtype": "bfloat16"})"},
+    // Moonlight-16B-A3B: the DeepSeek-V3 architecture (sigmoid noaux_tc routing, one group).
+    {"moonlight-16b-a3b", R"({"architectures": ["DeepseekV3ForCausalLM"], "vocab_size": 163840,
+      "hidden_size": 2048, "intermediate_size": 11264, "moe_intermediate_size": 1408,
+      "num_hidden_layers": 27, "num_attention_heads": 16, "num_key_value_heads": 16,
+      "q_lora_rank": null, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+      "v_head_dim": 128, "n_routed_experts": 64, "n_shared_experts": 2, "num_experts_per_tok": 6,
+      "first_k_dense_replace": 1, "moe_layer_freq": 1, "topk_method": "noaux_tc",
+      "scoring_func": "sigmoid", "n_group": 1, "topk_group": 1, "norm_topk_prob": true,
+      "routed_scaling_factor": 2.446, "max_position_embeddings": 8192, "rope_theta": 50000.0,
+      "rms_norm_eps": 1e-5, "tie_word_embeddings": false, "torch_dtype": "bfloat16"})"},
+    // DeepSeek-OCR's language model (its config.json's language_config): plain multi-head
+    // attention (use_mla false), 64 experts + 2 shared, top 6, layer 0 dense.
+    {"deepseek-ocr-lm", R"({"architectures": ["DeepseekV2ForCausalLM"], "vocab_size": 129280,
+      "hidden_size": 1280, "intermediate_size": 6848, "moe_intermediate_size": 896,
+      "num_hidden_layers": 12, "num_attention_heads": 10, "num_key_value_heads": 10,
+      "use_mla": false, "n_routed_experts": 64, "n_shared_experts": 2, "num_experts_per_tok": 6,
+      "first_k_dense_replace": 1, "topk_method": "greedy", "n_group": 1, "topk_group": 1,
+      "max_position_embeddings": 8192, "bos_token_id": 0, "eos_token_id": 1,
+      "tie_word_embeddings": false, "torch_dtype": "bfloat16"})"},
 };
 
 }  // namespace
@@ -97,17 +129,45 @@ double linear_bytes(const model::ModelConfig& c, double rows, double cols, doubl
 }
 }  // namespace
 
+namespace {
+// One layer's attention weights beyond the first projection (MLA: the q LoRA's q_b_proj and
+// norms, kv_b_proj as the 16-bit W_UK / W_UV the engine reads, kv_a_layernorm), in bytes.
+double mla_inner_weight_bytes(const model::ModelConfig& c, double e) {
+  if (!c.mla()) return 0;
+  const double h = c.num_heads;
+  double bytes = (c.kv_lora_rank + h * (c.qk_nope_head_dim + c.v_head_dim) * c.kv_lora_rank) * e;
+  if (c.q_lora_rank > 0)
+    bytes += c.q_lora_rank * e + linear_bytes(c, h * c.mla_q_head_dim(), c.q_lora_rank, e);
+  return bytes;
+}
+// The first projection's rows (q|k|v, or MLA's q or q_a | latent | rope key) and o_proj's columns.
+double first_proj_rows(const model::ModelConfig& c) {
+  return c.mla() ? c.mla_first_proj_dim() : c.q_dim() + 2.0 * c.kv_dim();
+}
+double o_proj_cols(const model::ModelConfig& c) {
+  return c.mla() ? double(c.num_heads) * c.v_head_dim : c.q_dim();
+}
+// Cached values per token and layer: K and V, or MLA's one latent row.
+double cache_values_per_token(const model::ModelConfig& c) {
+  return double(c.cache_heads()) * (c.cache_key_dim() + c.cache_value_dim());
+}
+}  // namespace
+
 std::map<std::string, double> decode_component_bytes(const model::ModelConfig& c, int batch,
                                                     int context, size_t dtype_bytes) {
   // Names and grouping as forward() marks its components (norms inside the projection after them).
   const double H = c.hidden_size, e = static_cast<double>(dtype_bytes);
-  const double qkv = c.q_dim() + 2.0 * c.kv_dim();
+  const double qkv = first_proj_rows(c), cached = cache_values_per_token(c);
   std::map<std::string, double> b;
   for (int l = 0; l < c.num_layers; ++l) {
     b["qkv_proj"] += (H + (c.qkv_bias ? qkv : 0)) * e + linear_bytes(c, qkv, H, e);
-    b["qk_rope_kv"] += (2.0 * batch * c.kv_dim() + (c.qk_norm ? 2.0 * c.head_dim : 0)) * e;
-    b["attention"] += 2.0 * batch * double(context) * c.kv_dim() * e;
-    b["o_proj"] += linear_bytes(c, H, c.q_dim(), e);
+    if (c.mla()) {  // the cache append happens inside MLA's attention component
+      b["attention"] += mla_inner_weight_bytes(c, e) + batch * (double(context) + 1) * cached * e;
+    } else {
+      b["qk_rope_kv"] += (2.0 * batch * c.kv_dim() + (c.qk_norm ? 2.0 * c.head_dim : 0)) * e;
+      b["attention"] += batch * double(context) * cached * e;
+    }
+    b["o_proj"] += linear_bytes(c, H, o_proj_cols(c), e);
     if (!c.layer_is_moe(l)) {
       b["gate_up_proj"] += H * e + linear_bytes(c, 2.0 * c.intermediate_size, H, e);
       b["down_proj"] += linear_bytes(c, H, c.intermediate_size, e);
@@ -115,6 +175,8 @@ std::map<std::string, double> decode_component_bytes(const model::ModelConfig& c
       const double reachable = std::min<double>(c.num_experts, double(batch) * c.experts_per_token);
       b["moe_router"] += (H + c.num_experts * H) * e;
       b["moe_experts"] += reachable * 3.0 * H * c.moe_intermediate_size * e;
+      if (c.n_shared_experts > 0)
+        b["moe_shared_experts"] += linear_bytes(c, 3.0 * c.n_shared_experts * c.moe_intermediate_size, H, e);
     }
   }
   b["embedding"] = batch * H * e;
@@ -124,14 +186,15 @@ std::map<std::string, double> decode_component_bytes(const model::ModelConfig& c
 
 double decode_step_bytes(const model::ModelConfig& c, int batch, int context, size_t dtype_bytes) {
   const double H = c.hidden_size, V = c.vocab_size, e = static_cast<double>(dtype_bytes);
-  const double qkv = c.q_dim() + 2.0 * c.kv_dim();
+  const double qkv = first_proj_rows(c);
   double weights = V * H                    // LM head (the tied embedding counts here once)
                    + batch * H              // the batch's embedding rows
                    + H;                     // final norm
   double linear = 0;  // bytes of the linear layers, fp8 or 16-bit
   for (int l = 0; l < c.num_layers; ++l) {
     weights += 2 * H;  // norms
-    linear += linear_bytes(c, qkv, H, e) + linear_bytes(c, H, c.q_dim(), e);
+    linear += linear_bytes(c, qkv, H, e) + linear_bytes(c, H, o_proj_cols(c), e) +
+              mla_inner_weight_bytes(c, e);
     if (c.qkv_bias) weights += qkv;
     if (c.qk_norm) weights += 2.0 * c.head_dim;
     if (!c.layer_is_moe(l)) {
@@ -140,10 +203,11 @@ double decode_step_bytes(const model::ModelConfig& c, int batch, int context, si
     } else {
       const double reachable = std::min<double>(c.num_experts, double(batch) * c.experts_per_token);
       weights += c.num_experts * H + reachable * 3.0 * H * c.moe_intermediate_size;
+      linear += linear_bytes(c, 3.0 * c.n_shared_experts * c.moe_intermediate_size, H, e);
     }
   }
   // The greedy step writes token ids, not logits (rms_norm_gemm_argmax).
-  const double kv = 2.0 * c.num_layers * double(batch) * context * c.kv_dim();
+  const double kv = c.num_layers * double(batch) * context * cache_values_per_token(c);
   return (weights + kv) * e + linear;
 }
 

@@ -22,11 +22,21 @@ void sample_tokens(const Tensor& logits, const Tensor& temperature, const Tensor
                    const Tensor& steps, const Tensor& tokens);
 void attention(const Tensor& q, const Tensor& cu_seqlens_q, const ops::PagedKV& kv, bool causal,
                float softmax_scale, const Tensor& out, const Tensor& lse);
+void attention_mla(const Tensor& q_latent, const Tensor& q_rope, const Tensor& cu_seqlens_q,
+                   const Tensor& cache, const Tensor& page_table, const Tensor& kv_lens,
+                   bool causal, float softmax_scale, const Tensor& out, const Tensor& lse);
 void moe_route_topk_softmax(const Tensor& logits, int k, bool renormalize,
                             const Tensor& topk_weights, const Tensor& topk_ids);
 void moe_route_grouped(const Tensor& logits, const Tensor& bias, int n_group, int topk_group,
                        int k, float routed_scaling_factor, const Tensor& topk_weights,
                        const Tensor& topk_ids);
+void moe_route_softmax_grouped(const Tensor& logits, int n_group, int topk_group, int k,
+                               bool renormalize, float routed_scaling_factor,
+                               const Tensor& topk_weights, const Tensor& topk_ids);
+// The softmax routers' probabilities (moe.cpp), one definition so that moe_route_topk_softmax
+// and moe_route_softmax_grouped get the same bits: p[e] = exp(x[e] - max) in fp32 (max skips
+// NaN), divided by their sum, which is taken in fp64 in expert order; rounded once.
+void router_softmax(const float* x, int64_t n, float* p);
 void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
                  const Tensor& gate_up, const Tensor& down, const Tensor& workspace,
                  const Tensor& out);

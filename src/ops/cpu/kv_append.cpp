@@ -1,4 +1,4 @@
-// Reference kv_append: copies each token's heads into its slot.
+// Reference kv_append: copies each token's heads into its slot (values too, unless keys only).
 #include <cstring>
 
 #include "ops/cpu/cpu_ops.h"
@@ -15,7 +15,8 @@ void kv_append(const Tensor& k, const Tensor& v, const Tensor& slots, const Tens
     for (int64_t h = 0; h < heads; ++h) {
       std::memcpy(k_pages.at(slot * slot_elems + h * head_dim),
                   k.at(i * k.stride(0) + h * k.stride(1)), row_bytes);
-      std::memcpy(v_pages.at(slot * slot_elems + h * head_dim),
+      if (v.data != nullptr)
+        std::memcpy(v_pages.at(slot * slot_elems + h * head_dim),
                   v.at(i * v.stride(0) + h * v.stride(1)), row_bytes);
     }
   }

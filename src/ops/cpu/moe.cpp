@@ -51,6 +51,18 @@ double dot(const float* x, const float* y, int64_t n) {
 
 }  // namespace
 
+void router_softmax(const float* x, int64_t n, float* p) {
+  // Softmax in fp32 with the maximum subtracted (a NaN logit makes the whole row NaN).
+  float m = -INFINITY;
+  for (int64_t e = 0; e < n; ++e) m = std::fmax(m, x[e]);
+  double sum = 0;
+  for (int64_t e = 0; e < n; ++e) {
+    p[e] = std::exp(x[e] - m);
+    sum += p[e];
+  }
+  for (int64_t e = 0; e < n; ++e) p[e] = static_cast<float>(p[e] / sum);
+}
+
 void moe_route_topk_softmax(const Tensor& logits, int k, bool renormalize,
                             const Tensor& topk_weights, const Tensor& topk_ids) {
   const int64_t tokens = logits.shape[0], experts = logits.shape[1];
@@ -58,15 +70,7 @@ void moe_route_topk_softmax(const Tensor& logits, int k, bool renormalize,
   std::vector<bool> chosen(static_cast<size_t>(experts));
   for (int64_t t = 0; t < tokens; ++t) {
     row_to_floats(logits.data, logits.dtype, t * logits.row_stride(), experts, x.data());
-    // Softmax in fp32 with the maximum subtracted (a NaN logit makes the whole row NaN).
-    float m = -INFINITY;
-    for (float v : x) m = std::fmax(m, v);
-    double sum = 0;
-    for (int64_t e = 0; e < experts; ++e) {
-      p[e] = std::exp(x[e] - m);
-      sum += p[e];
-    }
-    for (float& v : p) v = static_cast<float>(v / sum);
+    router_softmax(x.data(), experts, p.data());
 
     // k rounds of "largest remaining logit, lowest index among equals"; NaN ranks lowest.
     std::fill(chosen.begin(), chosen.end(), false);

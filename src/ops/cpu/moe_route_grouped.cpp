@@ -1,5 +1,6 @@
-// Reference for moe_route_grouped (see ops.h): DeepSeek-V3's grouped sigmoid router, written as
-// the contract reads, with sorts where the CUDA kernel uses warp reductions.
+// Reference for the grouped routers (see ops.h): DeepSeek-V3's sigmoid one (moe_route_grouped)
+// and DeepSeek-V2's softmax one (moe_route_softmax_grouped), one routine in two scoring modes,
+// written as the contracts read, with sorts where the CUDA kernel uses warp reductions.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -27,33 +28,56 @@ std::vector<int> ranked(const std::vector<float>& keys) {
   return order;
 }
 
-}  // namespace
+// The two scoring modes. Each expert has a value v (what its weight is made of) and a key (what
+// the choices compare; NaN as -inf):
+//   sigmoid_bias: v = s = sigmoid(x), key = s + bias; a group scores the sum of its two largest
+//                 keys; weights v / (sum of the chosen v + 1e-20) * scale, always;
+//   softmax:      v = p = softmax(x) (router_softmax, moe_route_topk_softmax's bits), key = p; a
+//                 group scores its largest key; weights v / (sum of the chosen v) * scale when
+//                 renormalize, else v * scale.
+enum class Scoring { sigmoid_bias, softmax };
 
-void moe_route_grouped(const Tensor& logits, const Tensor& bias, int n_group, int topk_group,
-                       int k, float routed_scaling_factor, const Tensor& topk_weights,
-                       const Tensor& topk_ids) {
+struct GroupedRouting {
+  Scoring scoring;
+  const Tensor* bias;  // sigmoid_bias only
+  int n_group, topk_group, k;
+  bool renormalize;  // softmax only (sigmoid_bias always renormalises)
+  float scale;
+};
+
+void route_grouped(const Tensor& logits, const GroupedRouting& r, const Tensor& topk_weights,
+                   const Tensor& topk_ids) {
   const int64_t tokens = logits.shape[0];
   const int experts = static_cast<int>(logits.shape[1]);
-  const int group_size = experts / n_group;
-  std::vector<float> s(experts), b(experts), group_scores(n_group), top;
+  const int n_group = r.n_group, k = r.k, group_size = experts / n_group;
+  const bool softmax = r.scoring == Scoring::softmax;
+  std::vector<float> x(experts), v(experts), key(experts), group_scores(n_group), top;
   std::vector<bool> kept(experts);
 
   for (int64_t t = 0; t < tokens; ++t) {
-    for (int e = 0; e < experts; ++e) {
-      s[e] = sigmoid(load_as_float(logits.data, logits.dtype, t * logits.row_stride() + e));
-      b[e] = choice_key(s[e] + load_as_float(bias.data, bias.dtype, e));
+    if (softmax) {
+      for (int e = 0; e < experts; ++e)
+        x[e] = load_as_float(logits.data, logits.dtype, t * logits.row_stride() + e);
+      router_softmax(x.data(), experts, v.data());
+      for (int e = 0; e < experts; ++e) key[e] = choice_key(v[e]);
+    } else {
+      for (int e = 0; e < experts; ++e) {
+        v[e] = sigmoid(load_as_float(logits.data, logits.dtype, t * logits.row_stride() + e));
+        key[e] = choice_key(v[e] + load_as_float(r.bias->data, r.bias->dtype, e));
+      }
     }
 
-    // Group score: the sum of the group's two largest b (its only one when a group has one).
+    // Group score: softmax, the group's largest key; sigmoid_bias, the sum of its two largest
+    // (its only one when a group has one).
     for (int g = 0; g < n_group; ++g) {
-      top.assign(b.begin() + g * group_size, b.begin() + (g + 1) * group_size);
+      top.assign(key.begin() + g * group_size, key.begin() + (g + 1) * group_size);
       std::sort(top.begin(), top.end(), std::greater<float>());
-      group_scores[g] = choice_key(group_size == 1 ? top[0] : top[0] + top[1]);
+      group_scores[g] = softmax ? top[0] : choice_key(group_size == 1 ? top[0] : top[0] + top[1]);
     }
     const std::vector<int> group_order = ranked(group_scores);
     std::fill(kept.begin(), kept.end(), false);
-    for (int r = 0; r < topk_group; ++r)
-      for (int i = 0; i < group_size; ++i) kept[group_order[r] * group_size + i] = true;
+    for (int i = 0; i < r.topk_group; ++i)
+      for (int j = 0; j < group_size; ++j) kept[group_order[i] * group_size + j] = true;
 
     // The dropped groups' experts are out of the race altogether (not scored 0, as in
     // transformers): sort the kept ones only.
@@ -62,7 +86,7 @@ void moe_route_grouped(const Tensor& logits, const Tensor& bias, int n_group, in
     for (int e = 0; e < experts; ++e)
       if (kept[e]) {
         candidates.push_back(e);
-        candidate_keys.push_back(b[e]);
+        candidate_keys.push_back(key[e]);
       }
     const std::vector<int> expert_order = ranked(candidate_keys);
 
@@ -71,11 +95,37 @@ void moe_route_grouped(const Tensor& logits, const Tensor& bias, int n_group, in
     float chosen_sum = 0;  // fp32, in order j = 0 .. k-1
     for (int j = 0; j < k; ++j) {
       ids[j] = candidates[expert_order[j]];
-      w[j] = s[ids[j]];
+      w[j] = v[ids[j]];
       chosen_sum += w[j];
     }
-    for (int j = 0; j < k; ++j) w[j] = w[j] / (chosen_sum + 1e-20f) * routed_scaling_factor;
+    if (!softmax) {
+      for (int j = 0; j < k; ++j) w[j] = w[j] / (chosen_sum + 1e-20f) * r.scale;
+    } else if (r.renormalize) {
+      for (int j = 0; j < k; ++j) w[j] = w[j] / chosen_sum * r.scale;
+    } else {
+      for (int j = 0; j < k; ++j) w[j] = w[j] * r.scale;
+    }
   }
+}
+
+}  // namespace
+
+void moe_route_grouped(const Tensor& logits, const Tensor& bias, int n_group, int topk_group,
+                       int k, float routed_scaling_factor, const Tensor& topk_weights,
+                       const Tensor& topk_ids) {
+  route_grouped(logits,
+                {Scoring::sigmoid_bias, &bias, n_group, topk_group, k, /*renormalize=*/true,
+                 routed_scaling_factor},
+                topk_weights, topk_ids);
+}
+
+void moe_route_softmax_grouped(const Tensor& logits, int n_group, int topk_group, int k,
+                               bool renormalize, float routed_scaling_factor,
+                               const Tensor& topk_weights, const Tensor& topk_ids) {
+  route_grouped(logits,
+                {Scoring::softmax, nullptr, n_group, topk_group, k, renormalize,
+                 routed_scaling_factor},
+                topk_weights, topk_ids);
 }
 
 }  // namespace braid::cpu

@@ -20,6 +20,8 @@ void gemm(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& ou
 // 128 columns, cuBLASLt's block-scaled fp8 GEMM. Needs 128 x 128 weight scales and k % 128 == 0.
 void gemm_fp8_blocks(const Tensor& a, const Tensor& w, const Tensor& w_scale, const Tensor& bias,
                      const Tensor& out, Stream stream);
+// cuBLAS strided-batched GEMM (cuda_gemm_batched.cpp).
+void gemm_batched(const Tensor& a, const Tensor& w, const Tensor& out, Stream stream);
 void softmax(const Tensor& x, const Tensor& out, Stream stream);
 void argmax(const Tensor& x, const Tensor& out, Stream stream);
 void sample_tokens(const Tensor& logits, const Tensor& temperature, const Tensor& top_k,
@@ -46,11 +48,24 @@ int attention_decode_splits(const Tensor& q, const ops::PagedKV& kv, int max_spl
 void attention_decode(const Tensor& q, const ops::PagedKV& kv, float softmax_scale,
                       const Tensor& out, const Tensor& lse, const Tensor& workspace, int splits,
                       Stream stream);
+// attention_mla: how many key chunks (splits) the kernels use, at most max_splits (what the
+// workspace holds; 1 writes the output directly); and the kernels for a given split count (the
+// workspace then needs total_q * heads * splits * (r + 1) floats when splits > 1).
+int attention_mla_splits(const Tensor& q_latent, const Tensor& page_table, const Tensor& cache,
+                         int max_splits);
+void attention_mla(const Tensor& q_latent, const Tensor& q_rope, const Tensor& cu_seqlens_q,
+                   const Tensor& cache, const Tensor& page_table, const Tensor& kv_lens,
+                   bool causal, float softmax_scale, const Tensor& out, const Tensor& lse,
+                   const Tensor& workspace, int splits, Stream stream);
 void moe_route_topk_softmax(const Tensor& logits, int k, bool renormalize,
                             const Tensor& topk_weights, const Tensor& topk_ids, Stream stream);
 void moe_route_grouped(const Tensor& logits, const Tensor& bias, int n_group, int topk_group,
                        int k, float routed_scaling_factor, const Tensor& topk_weights,
                        const Tensor& topk_ids, Stream stream);
+void moe_route_softmax_grouped(const Tensor& logits, int n_group, int topk_group, int k,
+                               bool renormalize, float routed_scaling_factor,
+                               const Tensor& topk_weights, const Tensor& topk_ids,
+                               Stream stream);
 void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
                  const Tensor& gate_up, const Tensor& down, const Tensor& workspace,
                  const Tensor& out, Stream stream);

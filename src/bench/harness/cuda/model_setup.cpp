@@ -39,7 +39,7 @@ std::unique_ptr<ModelUnderTest> setup_model(const ModelSetupOptions& o) {
   if (o.random_kv) {
     for (size_t l = 0; l < m->cache->k.size(); ++l) {
       fill_uniform(m->cache->k[l].view(), 1000 + l, -1.0f, 1.0f, {});
-      fill_uniform(m->cache->v[l].view(), 2000 + l, -1.0f, 1.0f, {});
+      if (m->cache->v[l].view().data) fill_uniform(m->cache->v[l].view(), 2000 + l, -1.0f, 1.0f, {});
     }
   }
   const int64_t decode_capacity =
@@ -145,7 +145,8 @@ std::vector<float> cpu_reference_logits(const ModelUnderTest& m, int past, int n
   // `past` tokens; the new tokens' slots are overwritten by the forward pass below.
   for (size_t l = 0; l < cache.k.size(); ++l) {
     bf16_to_host_f32(m.cache->k[l].view().slice(0, 0, cache.pages_per_seq), cache.k[l].view());
-    bf16_to_host_f32(m.cache->v[l].view().slice(0, 0, cache.pages_per_seq), cache.v[l].view());
+    if (cache.v[l].view().data)
+      bf16_to_host_f32(m.cache->v[l].view().slice(0, 0, cache.pages_per_seq), cache.v[l].view());
   }
   model::Workspace ws(m.config, n, cpu, dtype);
   OwnedTensor in(DType::i32, {3 * n + 3}, cpu);

@@ -31,8 +31,9 @@ __global__ void kv_append_kernel(AppendArgs a) {
     const int64_t dst = slot * slot_bytes + static_cast<int64_t>(h) * a.row_bytes + u * sizeof(U);
     *reinterpret_cast<U*>(a.k_pages + dst) = *reinterpret_cast<const U*>(
         a.k + token * a.k_token_stride + h * a.k_head_stride + u * sizeof(U));
-    *reinterpret_cast<U*>(a.v_pages + dst) = *reinterpret_cast<const U*>(
-        a.v + token * a.v_token_stride + h * a.v_head_stride + u * sizeof(U));
+    if (a.v != nullptr)  // null: keys only (an MLA latent cache)
+      *reinterpret_cast<U*>(a.v_pages + dst) = *reinterpret_cast<const U*>(
+          a.v + token * a.v_token_stride + h * a.v_head_stride + u * sizeof(U));
   }
 }
 
@@ -44,7 +45,7 @@ void kv_append(const Tensor& k, const Tensor& v, const Tensor& slots, const Tens
   AppendArgs a{static_cast<const char*>(k.data), static_cast<const char*>(v.data),
                slots.ptr<const int32_t>(), static_cast<char*>(k_pages.data),
                static_cast<char*>(v_pages.data), k.stride(0) * elem, k.stride(1) * elem,
-               v.stride(0) * elem, v.stride(1) * elem, static_cast<int>(k.size(1)),
+               v.data ? v.stride(0) * elem : 0, v.data ? v.stride(1) * elem : 0, static_cast<int>(k.size(1)),
                static_cast<int>(k.size(2) * elem)};
   const bool vec = a.row_bytes % 16 == 0 && aligned16(a.k) && aligned16(a.v) &&
                    aligned16(a.k_pages) && aligned16(a.v_pages) && a.k_token_stride % 16 == 0 &&

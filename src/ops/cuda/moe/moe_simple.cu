@@ -3,12 +3,14 @@
 //
 // moe_route_topk_softmax: one warp per token. Each lane holds up to 16 of the (at most 512)
 // logits in registers, expert e at lane e % 32, slot e / 32 (as many slots as E needs); the warp
-// computes the softmax's maximum and sum, then runs k rounds of "largest remaining logit, lowest
-// index among equals": two warp redux instructions on order-preserving integer keys, and a rescan
-// by the winning lane only. Lane j keeps round j's choice and writes it.
+// computes the softmax's maximum and sum (router_softmax.cuh, shared with the grouped router's
+// softmax mode), then runs k rounds of "largest remaining logit, lowest index among equals": two
+// warp redux instructions on order-preserving integer keys, and a rescan by the winning lane
+// only. Lane j keeps round j's choice and writes it.
 #include "core/cuda_check.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/moe/router_softmax.cuh"
 
 namespace braid::cuda {
 
@@ -47,23 +49,17 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) moe_route_kernel(RouteArg
   const T* row = static_cast<const T*>(a.logits) + t * a.logits_stride;
 
   float x[kSlots];
-  float m = -INFINITY;
 #pragma unroll
   for (int i = 0; i < kSlots; ++i) {
     const int e = lane + 32 * i;
     x[i] = e < a.experts ? to_float(row[e]) : -INFINITY;
-    m = fmaxf(m, x[i]);  // fmaxf skips NaN, as the reference's fmax does
   }
-  m = warp_max(m);
-  float sum = 0.0f;
+  // The softmax's maximum and sum, as moe_route_softmax_grouped computes them (router_softmax.cuh).
+  const float m = router::softmax_max(x);
+  const float sum = router::softmax_sum(x, m, lane, a.experts);
   uint32_t key[kSlots];
 #pragma unroll
-  for (int i = 0; i < kSlots; ++i) {
-    const bool expert = lane + 32 * i < a.experts;
-    if (expert) sum += expf(x[i] - m);  // a NaN logit makes sum NaN
-    key[i] = expert ? order_key(x[i]) : 0u;
-  }
-  sum = warp_sum(sum);
+  for (int i = 0; i < kSlots; ++i) key[i] = lane + 32 * i < a.experts ? order_key(x[i]) : 0u;
 
   // Each lane keeps its best remaining (key, expert); a round takes the warp's largest key
   // (redux), the lowest expert among equal keys (redux), and only the winning lane rescans.
@@ -88,7 +84,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) moe_route_kernel(RouteArg
     if (lane == j) {
       my_id = winner;
       // The winner's logit is its key's float (a NaN logit came back as -inf; sum is NaN then).
-      my_weight = expf(key_value(top) - m) / sum;
+      my_weight = router::softmax_p(key_value(top), m, sum);
     }
     if ((winner & 31) == lane) {
 #pragma unroll

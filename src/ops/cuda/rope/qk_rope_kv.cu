@@ -125,14 +125,15 @@ __device__ __forceinline__ void norm_head(float* buf, const T* w, int d, float e
 }
 
 template <typename T>
-__device__ __forceinline__ void rotate_head(float* buf, int half, const float* cos_s,
-                                            const float* sin_s) {
+__device__ __forceinline__ void rotate_head(float* buf, int half, bool interleaved,
+                                            const float* cos_s, const float* sin_s) {
   const int lane = threadIdx.x & 31;
   for (int i = lane; i < half; i += 32) {
-    const float x1 = buf[i], x2 = buf[i + half];
+    const int i1 = interleaved ? 2 * i : i, i2 = interleaved ? 2 * i + 1 : i + half;
+    const float x1 = buf[i1], x2 = buf[i2];
     const float c = cos_s[i], s = sin_s[i];
-    buf[i] = to_float(from_float<T>(x1 * c - x2 * s));
-    buf[i + half] = to_float(from_float<T>(x2 * c + x1 * s));
+    buf[i1] = to_float(from_float<T>(x1 * c - x2 * s));
+    buf[i2] = to_float(from_float<T>(x2 * c + x1 * s));
   }
   __syncwarp();
 }
@@ -169,7 +170,7 @@ __global__ void qk_rope_kv_kernel(FusedArgs a, ops::RopeTable table) {
   if (a.q_norm)
     norm_head<T>(buf, static_cast<const T*>(is_q ? a.q_norm : a.k_norm), d, a.eps,
                  is_q ? a.q_layout : a.k_layout);
-  rotate_head<T>(buf, table.half, cos_s, sin_s);
+  rotate_head<T>(buf, table.half, table.interleaved, cos_s, sin_s);
   store_head<T>(src, buf, d, hd.vec);
   if (is_q) return;
 

@@ -49,6 +49,14 @@ __device__ __forceinline__ void rotate_pairs(T* v, int i0, int half, const float
   }
 }
 
+// Interleaved pairs (v[2i], v[2i + 1]): one pair per item, the two values adjacent.
+template <typename T>
+__device__ __forceinline__ void rotate_adjacent(T* v, int i, const float* cos_s, const float* sin_s) {
+  const float x1 = to_float(v[2 * i]), x2 = to_float(v[2 * i + 1]);
+  v[2 * i] = from_float<T>(x1 * cos_s[i] - x2 * sin_s[i]);
+  v[2 * i + 1] = from_float<T>(x2 * cos_s[i] + x1 * sin_s[i]);
+}
+
 template <typename T, int V>
 __global__ void rope_kernel(RopeArgs a, ops::RopeTable table) {
   __shared__ float cos_s[ops::kMaxRotaryHalf], sin_s[ops::kMaxRotaryHalf];
@@ -72,7 +80,10 @@ __global__ void rope_kernel(RopeArgs a, ops::RopeTable table) {
     T* v = h < a.q_heads
                ? static_cast<T*>(a.q) + tok * a.q_token_stride + h * a.q_head_stride
                : static_cast<T*>(a.k) + tok * a.k_token_stride + (h - a.q_heads) * a.k_head_stride;
-    rotate_pairs<T, V>(v, i0, table.half, cos_s, sin_s);
+    if (table.interleaved)  // launched with V == 1
+      rotate_adjacent<T>(v, i0, cos_s, sin_s);
+    else
+      rotate_pairs<T, V>(v, i0, table.half, cos_s, sin_s);
   }
 }
 
@@ -100,7 +111,8 @@ void rope_apply(const Tensor& q, const Tensor& k, const Tensor& positions,
   auto aligned = [&](const void* base, int64_t s0, int64_t s1) {
     return aligned16(base) && (s0 * elem) % 16 == 0 && (s1 * elem) % 16 == 0;
   };
-  bool can_vec = table.half % vec == 0 && aligned(a.q, a.q_token_stride, a.q_head_stride);
+  bool can_vec = !table.interleaved && table.half % vec == 0 &&
+                 aligned(a.q, a.q_token_stride, a.q_head_stride);
   if (has_k) can_vec = can_vec && aligned(a.k, a.k_token_stride, a.k_head_stride);
 
   const int per_thread = can_vec ? vec : 1;

@@ -1,0 +1,549 @@
+// Multi-head latent attention (DeepSeek-V2/V3, absorbed form) over a paged cache of latent rows.
+//
+// Why this shape. Every query head of a token reads the same cached row c = [latent | rope key]
+// (576 values for DeepSeek-V3), so the row is K for all heads and its latent part is V for all
+// heads: MQA with a very wide head. Per key a head costs (r + dr) + r multiply-adds against
+// (r + dr) * 2 bytes read once for all heads, so with 16..128 heads the work is far above what
+// CUDA cores do at memory speed; the products therefore run on the tensor cores (mma.sync
+// m16n8k16, fp32 accumulate), with a block's 16 query heads as the A rows (heads past the last
+// are zero rows, never written out). One block = one query token x up to 16 heads x one chunk of
+// keys: each cached row is copied into shared memory once (cp.async, double-buffered tiles of
+// kTileKeys keys) and used by all the block's heads.
+//
+// The output is r wide (512), too wide for one warp to hold a 16 x r fp32 accumulator, so the
+// four warps split the work two ways: for the scores S = Q C^T each warp takes 8 keys of the tile
+// (all r + dr columns); S goes through shared memory, where 8 threads per head row run the online
+// softmax (running max and sum in fp32, log2 domain) and write P (rounded to the input type for
+// the mma; the sum, and so the log-sum-exp, stays fp32) and each row's rescaling factor; for
+// O += P C[:, :r] each warp owns r/4 output columns over all the tile's keys. Three barriers per
+// tile, no cross-warp merge at the end. Shared rows are padded by 16 bytes: a row is then an odd number of
+// 16-byte units long, so the eight rows an ldmatrix reads hit distinct banks (plain and transposed
+// alike), with no swizzle to get wrong.
+//
+// Decode has one query token per sequence and few sequences, so (token, head group) blocks alone
+// would leave most SMs idle: the keys are cut into chunks (split-KV). Each chunk's block writes
+// its normalised partial output and log-sum-exp to the workspace and a combine kernel merges the
+// chunks of each (token, head). The chunk count is chosen from shapes only (tokens, heads, the
+// page table's capacity, the SM count), never from kv_lens, so the grid is identical on every
+// decode step and capturable in a CUDA graph; blocks whose chunk starts past their token's last
+// visible key exit at once, and the combine reads only the chunks that hold keys. With one chunk
+// (prefill chunks: many tokens) the block writes the output itself and the combine is skipped.
+//
+// Ragged causal queries: a block finds its token's sequence by binary search over cu_seqlens_q
+// (the batch layout never leaves the device) and stops at key kv_len - q_len + i, as attention().
+//
+// Not yet measured on a GPU (docs/perf/mla.md). Known costs left on the table: Q's fragments are
+// re-read from shared memory for every tile (144 registers would hold them; acc already takes
+// up to 64), and prefill tokens of one sequence each stream the sequence's rows separately.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "core/cuda_check.h"
+#include "ops/cuda/common.cuh"
+#include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/launch_util.h"
+
+namespace braid::cuda {
+
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kRows = 16;                // query heads per block: the mma's M (ops' kHeadsPerBlock)
+constexpr int kTileKeys = 32;            // keys per stage: 8 per warp for the scores
+constexpr int kStages = 2;               // double buffering: tile t + 1 loads while tile t is used
+constexpr int kPad = 8;                  // elements of padding per shared row (16 bytes)
+constexpr int kSStride = kTileKeys + 4;  // floats per score row (16-byte aligned rows)
+constexpr int kPStride = kTileKeys + 8;  // elements per probability row: 80 bytes, 5 units
+constexpr int kMinSplitKeys = 256;       // ops' kMinSplitKeys
+constexpr int kMaxSplits = 512;          // ops' kMaxSplitBlocks bounds the split count
+constexpr int kMaxWidth = 512 + 64;
+constexpr int kMaxDevices = 64;
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+static_assert(kThreads == kRows * 8 && kTileKeys == 8 * 4,
+              "the softmax gives each head row 8 threads of 4 keys");
+static_assert(kTileKeys == kWarps * 8, "the scores give each warp 8 keys of a tile");
+
+struct MlaArgs {
+  const void* q_latent;
+  const void* q_rope;
+  const int32_t* cu_seqlens_q;
+  const void* cache;
+  const int32_t* page_table;
+  const int32_t* kv_lens;
+  void* out;
+  float* lse;       // null: not requested
+  float* part_o;    // [total_q, heads, splits, r] each chunk's normalised output (splits > 1)
+  float* part_lse;  // [total_q, heads, splits]    each chunk's natural-log log-sum-exp
+  int64_t ql_stride_t, ql_stride_h, qr_stride_t, qr_stride_h, out_stride_t, out_stride_h;
+  int heads, head_groups;
+  int r, dr, width, row_stride;  // width = r + dr; row_stride = width + kPad (shared rows)
+  int batch, max_pages, page_size;
+  int splits, chunk;  // chunk: keys per split, a multiple of kTileKeys
+  float scale_log2;   // softmax_scale * log2(e): scores go straight to exp2
+  bool causal;
+};
+
+size_t smem_bytes(int width) {
+  const size_t rs = static_cast<size_t>(width + kPad);
+  return kRows * rs * 2                  // the query rows
+         + kStages * kTileKeys * rs * 2  // the cache tiles
+         + kRows * kSStride * 4          // scores
+         + kRows * kPStride * 2          // probabilities
+         + 3 * kRows * 4;                // per-row rescaling factor, final max and sum
+}
+
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+  // With valid == false nothing is read and the 16 bytes are zero-filled: rows past the chunk
+  // must be zeros, not stale data (0 * NaN is NaN in P V).
+  const int bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_wait_all() {
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t addr, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// c += A (16x16, row) * B (16x8, col), fp32 accumulate.
+template <typename T>
+__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                          uint32_t b1) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+// Where query row t stands: its sequence and the end (exclusive) of the keys it sees.
+struct QueryKeys {
+  int seq;
+  int end;
+};
+
+__device__ __forceinline__ QueryKeys query_keys(const MlaArgs& a, int64_t t) {
+  // The sequence is the largest b with cu_seqlens_q[b] <= t (an empty sequence shares its offset
+  // with the next one, and the largest such b is the non-empty one).
+  const int32_t* cu = a.cu_seqlens_q;
+  int lo = 0, hi = a.batch - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (cu[mid] <= t)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  const int q_begin = cu[lo], q_len = cu[lo + 1] - q_begin, kv_len = a.kv_lens[lo];
+  // The queries are the sequence's last q_len tokens: query i sees keys 0 .. kv_len - q_len + i.
+  const int end = a.causal ? kv_len - q_len + static_cast<int>(t - q_begin) + 1 : kv_len;
+  return {lo, end};
+}
+
+// All threads of the block copy keys [key0, key0 + kTileKeys) into a tile: 4 threads per key
+// row, so each thread looks its row up in the page table once; keys at or past `end` become
+// zero rows.
+template <typename T>
+__device__ __forceinline__ void load_tile(const MlaArgs& a, const int32_t* table, int key0, int end,
+                                          uint32_t dst) {
+  const int row = static_cast<int>(threadIdx.x) / 4, sub = static_cast<int>(threadIdx.x) % 4;
+  const int key = key0 + row;
+  const bool valid = key < end;
+  const T* src = static_cast<const T*>(a.cache);
+  if (valid) {
+    const int64_t slot =
+        static_cast<int64_t>(__ldg(table + key / a.page_size)) * a.page_size + key % a.page_size;
+    src += slot * a.width;
+  }
+  const uint32_t row_dst = dst + static_cast<uint32_t>(row * a.row_stride) * 2;
+  for (int c = sub; c < a.width / 8; c += 4)  // width / 8 pieces of 16 bytes, a multiple of 4
+    cp_async16(row_dst + c * 16, src + c * 8, valid);
+}
+
+template <typename T, int kMaxR>
+__global__ void __launch_bounds__(kThreads) mla_split_kernel(const MlaArgs a) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  constexpr int kMaxTiles = kMaxR / 32;  // 8-column output tiles per warp at r = kMaxR
+  const int rs = a.row_stride;
+  const int stage_bytes = kTileKeys * rs * 2;
+  T* q_s = reinterpret_cast<T*>(smem);
+  unsigned char* kv_s = smem + kRows * rs * 2;
+  float* s_s = reinterpret_cast<float*>(kv_s + kStages * stage_bytes);
+  T* p_s = reinterpret_cast<T*>(s_s + kRows * kSStride);
+  float* corr_s = reinterpret_cast<float*>(p_s + kRows * kPStride);
+  float* row_m = corr_s + kRows;
+  float* row_l = row_m + kRows;
+
+  // Block -> (token, split, head group), head group fastest: the blocks that read the same
+  // rows at the same time sit next to each other (L2 hits for all but the first).
+  const int64_t idx = blockIdx.x;
+  const int hg = static_cast<int>(idx % a.head_groups);
+  const int64_t rest = idx / a.head_groups;
+  const int split = static_cast<int>(rest % a.splits);
+  const int64_t t = rest / a.splits;
+
+  const QueryKeys qk = query_keys(a, t);
+  const int begin = split * a.chunk;
+  if (begin >= qk.end) return;  // an empty chunk: the combine never reads it
+  const int end = begin + min(qk.end - begin, a.chunk);  // (begin + chunk may pass INT_MAX)
+  const int tiles = (end - begin + kTileKeys - 1) / kTileKeys;
+  const int head0 = hg * kRows;
+  const int rows = min(kRows, a.heads - head0);
+  const int32_t* table = a.page_table + static_cast<int64_t>(qk.seq) * a.max_pages;
+  const uint32_t q_base = smem_addr(q_s), kv_base = smem_addr(kv_s), p_base = smem_addr(p_s);
+
+  // Start streaming the first tile; the query goes in while it is in flight.
+  load_tile<T>(a, table, begin, end, kv_base);
+  cp_async_commit();
+  {
+    const T* ql = static_cast<const T*>(a.q_latent) + t * a.ql_stride_t + head0 * a.ql_stride_h;
+    const T* qr = static_cast<const T*>(a.q_rope) + t * a.qr_stride_t + head0 * a.qr_stride_h;
+    for (int i = threadIdx.x; i < kRows * a.width; i += kThreads) {
+      const int row = i / a.width, d = i % a.width;
+      T v = from_float<T>(0.0f);
+      if (row < rows) v = d < a.r ? ql[row * a.ql_stride_h + d] : qr[row * a.qr_stride_h + d - a.r];
+      q_s[row * rs + d] = v;
+    }
+  }
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t4 = lane % 4;  // the mma fragment's row group and column pair
+  // ldmatrix row addresses of this lane. Q as the A operand of S = Q C^T (matrices: heads 0-7 /
+  // 8-15 by columns k, k + 8); the warp's 8 keys as its B operand (matrices: columns k, k + 8,
+  // k + 16, k + 24: two k-steps); P as the A operand of O = P V; V = C[:, :r] transposed as its B
+  // operand (matrices: keys 0-7 / 8-15 by output columns n, n + 8).
+  const uint32_t q_addr = q_base + static_cast<uint32_t>((lane % 16) * rs + (lane / 16) * 8) * 2;
+  const uint32_t k_off = static_cast<uint32_t>((warp * 8 + lane % 8) * rs + (lane / 8) * 8) * 2;
+  const uint32_t p_addr =
+      p_base + static_cast<uint32_t>((lane % 16) * kPStride + (lane / 16) * 8) * 2;
+  const uint32_t v_off =
+      static_cast<uint32_t>((lane % 8 + (lane / 8 % 2) * 8) * rs + (lane / 16) * 8) * 2;
+  const int n_tiles = a.r / 32;       // this warp's 8-column output tiles (even: r % 64 == 0)
+  const int col0 = warp * (a.r / 4);  // this warp's first output column
+
+  // The online softmax's threads: 8 per head row, 4 keys each. Every thread of a row keeps the
+  // row's running maximum (the same value in all 8) and its own share of the running sum.
+  const int srow = threadIdx.x / 8, spart = threadIdx.x % 8;
+  float m_run = -INFINITY, l_part = 0.0f;
+
+  float acc[kMaxTiles][4];
+#pragma unroll
+  for (int j = 0; j < kMaxTiles; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+
+  for (int it = 0; it < tiles; ++it) {
+    cp_async_wait_all();  // tile it has landed (for this thread) ...
+    __syncthreads();      // ... for every thread; tile it - 1, P and the factors are no longer read
+    if (it + 1 < tiles)
+      load_tile<T>(a, table, begin + (it + 1) * kTileKeys, end,
+                   kv_base + static_cast<uint32_t>(((it + 1) % kStages) * stage_bytes));
+    cp_async_commit();
+    const uint32_t tile = kv_base + static_cast<uint32_t>((it % kStages) * stage_bytes);
+
+    // Scores of the warp's 8 keys for the 16 heads, over all r + dr columns.
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int k = 0; k < a.width; k += 32) {
+      uint32_t kb[4], qa[4], qb[4];
+      ldmatrix_x4(tile + k_off + k * 2, kb);
+      ldmatrix_x4(q_addr + k * 2, qa);
+      ldmatrix_x4(q_addr + (k + 16) * 2, qb);
+      mma_16816<T>(s, qa, kb[0], kb[1]);
+      mma_16816<T>(s, qb, kb[2], kb[3]);
+    }
+    {
+      const int col = warp * 8 + 2 * t4;  // the key within the tile
+      const int key = begin + it * kTileKeys + col;
+      s_s[g * kSStride + col] = key < end ? s[0] * a.scale_log2 : -INFINITY;
+      s_s[g * kSStride + col + 1] = key + 1 < end ? s[1] * a.scale_log2 : -INFINITY;
+      s_s[(g + 8) * kSStride + col] = key < end ? s[2] * a.scale_log2 : -INFINITY;
+      s_s[(g + 8) * kSStride + col + 1] = key + 1 < end ? s[3] * a.scale_log2 : -INFINITY;
+    }
+    __syncthreads();
+
+    {
+      const float4 v = *reinterpret_cast<const float4*>(s_s + srow * kSStride + spart * 4);
+      float mx = fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+      const float m_new = fmaxf(m_run, mx);
+      // The chunk's first key is visible, so m_new is finite from the first tile on; the guard
+      // only keeps a fully masked row from turning into NaN.
+      const float ref = m_new == -INFINITY ? 0.0f : m_new;
+      const float corr = exp2f(m_run - ref);  // 0 on the first tile (m_run = -inf)
+      const float p0 = exp2f(v.x - ref), p1 = exp2f(v.y - ref);
+      const float p2 = exp2f(v.z - ref), p3 = exp2f(v.w - ref);
+      const float sum = (p0 + p1) + (p2 + p3);
+      uint2 packed;
+      packed.x = pack2<T>(p0, p1);
+      packed.y = pack2<T>(p2, p3);
+      *reinterpret_cast<uint2*>(p_s + srow * kPStride + spart * 4) = packed;
+      l_part = l_part * corr + sum;
+      m_run = m_new;
+      if (spart == 0) corr_s[srow] = corr;
+    }
+    __syncthreads();
+
+    // O = O * corr + P V over the tile's 32 keys, this warp's output columns.
+    const float c_lo = corr_s[g], c_hi = corr_s[g + 8];
+#pragma unroll
+    for (int j = 0; j < kMaxTiles; ++j) {
+      if (j < n_tiles) {
+        acc[j][0] *= c_lo;
+        acc[j][1] *= c_lo;
+        acc[j][2] *= c_hi;
+        acc[j][3] *= c_hi;
+      }
+    }
+#pragma unroll
+    for (int ks = 0; ks < kTileKeys / 16; ++ks) {
+      uint32_t pa[4];
+      ldmatrix_x4(p_addr + ks * 16 * 2, pa);
+#pragma unroll
+      for (int j = 0; j < kMaxTiles; j += 2) {
+        if (j < n_tiles) {
+          uint32_t vb[4];
+          ldmatrix_x4_trans(tile + v_off + static_cast<uint32_t>(ks * 16 * rs + col0 + j * 8) * 2,
+                            vb);
+          mma_16816<T>(acc[j], pa, vb[0], vb[1]);
+          mma_16816<T>(acc[j + 1], pa, vb[2], vb[3]);
+        }
+      }
+    }
+  }
+  cp_async_wait_all();
+
+  // Each row's sum over its 8 threads; the row's maximum is already the same in all of them.
+  l_part += __shfl_xor_sync(0xffffffffu, l_part, 1);
+  l_part += __shfl_xor_sync(0xffffffffu, l_part, 2);
+  l_part += __shfl_xor_sync(0xffffffffu, l_part, 4);
+  if (spart == 0) {
+    row_m[srow] = m_run;
+    row_l[srow] = l_part;
+  }
+  __syncthreads();
+
+  const bool direct = a.splits == 1;  // the only chunk: write the output itself
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {  // fragment rows g and g + 8
+    const int row = g + 8 * rr;
+    if (row >= rows) continue;
+    const int64_t h = head0 + row;
+    const float inv_l = 1.0f / row_l[row];
+    if (direct) {
+      T* o = static_cast<T*>(a.out) + t * a.out_stride_t + h * a.out_stride_h + col0 + 2 * t4;
+#pragma unroll
+      for (int j = 0; j < kMaxTiles; ++j) {
+        if (j < n_tiles) {
+          o[j * 8] = from_float<T>(acc[j][2 * rr] * inv_l);
+          o[j * 8 + 1] = from_float<T>(acc[j][2 * rr + 1] * inv_l);
+        }
+      }
+    } else {
+      float* o = a.part_o + ((t * a.heads + h) * a.splits + split) * a.r + col0 + 2 * t4;
+#pragma unroll
+      for (int j = 0; j < kMaxTiles; ++j) {
+        if (j < n_tiles) {
+          o[j * 8] = acc[j][2 * rr] * inv_l;
+          o[j * 8 + 1] = acc[j][2 * rr + 1] * inv_l;
+        }
+      }
+    }
+  }
+  if (static_cast<int>(threadIdx.x) < rows) {
+    const int row = threadIdx.x;
+    const int64_t h = head0 + row;
+    const float lse = (row_m[row] + log2f(row_l[row])) * kLn2;
+    if (!direct)
+      a.part_lse[(t * a.heads + h) * a.splits + split] = lse;
+    else if (a.lse != nullptr)
+      a.lse[t * a.heads + h] = lse;
+  }
+}
+
+// One block per (token, head): out = sum_s w_s o_s with w_s = exp(lse_s - lse), over the chunks
+// that hold keys, lse = log sum_s exp(lse_s).
+template <typename T>
+__global__ void __launch_bounds__(kThreads) mla_combine_kernel(const MlaArgs a) {
+  __shared__ float scratch[32];
+  __shared__ float weight[kMaxSplits];
+  const int64_t item = blockIdx.x;  // t * heads + h
+  const int64_t t = item / a.heads, h = item % a.heads;
+  const int used = (query_keys(a, t).end + a.chunk - 1) / a.chunk;
+  const float* lse_s = a.part_lse + item * a.splits;
+
+  float mx = -INFINITY;
+  for (int s = threadIdx.x; s < used; s += kThreads) mx = fmaxf(mx, lse_s[s]);
+  mx = block_max(mx, scratch);
+  float sum = 0.0f;
+  for (int s = threadIdx.x; s < used; s += kThreads) sum += expf(lse_s[s] - mx);
+  sum = block_sum(sum, scratch);
+  const float inv_sum = 1.0f / sum;
+  for (int s = threadIdx.x; s < used; s += kThreads) weight[s] = expf(lse_s[s] - mx) * inv_sum;
+  __syncthreads();
+
+  const float* o_s = a.part_o + item * a.splits * a.r;
+  T* out = static_cast<T*>(a.out) + t * a.out_stride_t + h * a.out_stride_h;
+  for (int d = threadIdx.x; d < a.r; d += kThreads) {
+    float o = 0.0f;
+    for (int s = 0; s < used; ++s) o = fmaf(weight[s], o_s[static_cast<int64_t>(s) * a.r + d], o);
+    out[d] = from_float<T>(o);
+  }
+  if (a.lse != nullptr && threadIdx.x == 0) a.lse[item] = mx + logf(sum);
+}
+
+template <int R>
+using MaxR = std::integral_constant<int, R>;
+
+// Calls f(T{}, MaxR<R>{}) for the four instantiations: bf16/f16 x r up to 128 / up to 512 (the
+// accumulator's registers are sized by the bound; smaller r leave some unused).
+template <typename F>
+void dispatch(DType dtype, int64_t r, F&& f) {
+  const bool bf16 = dtype == DType::bf16;
+  if (r <= 128) {
+    if (bf16)
+      f(__nv_bfloat16{}, MaxR<128>{});
+    else
+      f(__half{}, MaxR<128>{});
+  } else {
+    if (bf16)
+      f(__nv_bfloat16{}, MaxR<512>{});
+    else
+      f(__half{}, MaxR<512>{});
+  }
+}
+
+// The split kernel's shared-memory opt-in (set once per device, for the widest row the
+// instantiation takes, so any call's width fits) and its occupancy at a row width, cached.
+template <typename T, int kMaxR>
+int blocks_per_sm(int width) {
+  static int cached[kMaxDevices][kMaxWidth / 32 + 1] = {};
+  int dev = 0;
+  BRAID_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev >= kMaxDevices) dev = kMaxDevices - 1;
+  int& n = cached[dev][std::min(width / 32, kMaxWidth / 32)];
+  if (n == 0) {
+    BRAID_CUDA_CHECK(cudaFuncSetAttribute(mla_split_kernel<T, kMaxR>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(smem_bytes(kMaxR + 64))));
+    int blocks = 0;
+    BRAID_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &blocks, mla_split_kernel<T, kMaxR>, kThreads, smem_bytes(width)));
+    n = std::max(blocks, 1);
+  }
+  return n;
+}
+
+// Keys per chunk when `capacity` keys are cut into `splits`: a whole number of tiles. The chunks
+// that cover the capacity may then be fewer than asked for.
+int chunk_keys(int64_t capacity, int splits) {
+  const int64_t per_split = (capacity + std::max(splits, 1) - 1) / std::max(splits, 1);
+  return static_cast<int>((per_split + kTileKeys - 1) / kTileKeys * kTileKeys);
+}
+
+int64_t head_groups(int64_t heads) { return (heads + kRows - 1) / kRows; }
+
+}  // namespace
+
+int attention_mla_splits(const Tensor& q_latent, const Tensor& page_table, const Tensor& cache,
+                         int max_splits) {
+  const int width = static_cast<int>(cache.shape[3]);
+  int resident = 0;
+  dispatch(q_latent.dtype, q_latent.shape[2], [&](auto tag, auto bound) {
+    resident = sm_count() * blocks_per_sm<decltype(tag), decltype(bound)::value>(width);
+  });
+  // Fill the GPU's resident block slots once: every SM streams from the start and no second,
+  // partial wave is left at the end. Enough tokens fill them alone and need no split.
+  const int64_t units = std::max<int64_t>(q_latent.shape[0] * head_groups(q_latent.shape[1]), 1);
+  const int64_t capacity = std::max<int64_t>(page_table.shape[1] * cache.shape[1], 1);
+  int64_t splits = std::max<int64_t>(1, resident / units);
+  splits = std::min<int64_t>(splits, (capacity + kMinSplitKeys - 1) / kMinSplitKeys);
+  splits = std::clamp<int64_t>(splits, 1, std::min(std::max(max_splits, 1), kMaxSplits));
+  // The count the kernels will really use (rounding the chunks to tiles may leave fewer).
+  const int chunk = chunk_keys(capacity, static_cast<int>(splits));
+  return static_cast<int>((capacity + chunk - 1) / chunk);
+}
+
+void attention_mla(const Tensor& q_latent, const Tensor& q_rope, const Tensor& cu_seqlens_q,
+                   const Tensor& cache, const Tensor& page_table, const Tensor& kv_lens,
+                   bool causal, float softmax_scale, const Tensor& out, const Tensor& lse,
+                   const Tensor& workspace, int splits, Stream stream) {
+  auto s = static_cast<cudaStream_t>(stream.handle);
+  const int64_t total_q = q_latent.shape[0], heads = q_latent.shape[1];
+  const int r = static_cast<int>(q_latent.shape[2]), dr = static_cast<int>(q_rope.shape[2]);
+  const int64_t capacity = std::max<int64_t>(page_table.shape[1] * cache.shape[1], 1);
+  const int chunk = chunk_keys(capacity, splits);
+  splits = static_cast<int>((capacity + chunk - 1) / chunk);  // only the chunks that cover it
+
+  float* part_o = splits > 1 ? workspace.ptr<float>() : nullptr;
+  float* part_lse = splits > 1 ? part_o + total_q * heads * splits * r : nullptr;
+  MlaArgs a{};
+  a.q_latent = q_latent.data;
+  a.q_rope = q_rope.data;
+  a.cu_seqlens_q = cu_seqlens_q.ptr<int32_t>();
+  a.cache = cache.data;
+  a.page_table = page_table.ptr<int32_t>();
+  a.kv_lens = kv_lens.ptr<int32_t>();
+  a.out = out.data;
+  a.lse = lse.ndim != 0 ? lse.ptr<float>() : nullptr;
+  a.part_o = part_o;
+  a.part_lse = part_lse;
+  a.ql_stride_t = q_latent.strides[0];
+  a.ql_stride_h = q_latent.strides[1];
+  a.qr_stride_t = q_rope.strides[0];
+  a.qr_stride_h = q_rope.strides[1];
+  a.out_stride_t = out.strides[0];
+  a.out_stride_h = out.strides[1];
+  a.heads = static_cast<int>(heads);
+  a.head_groups = static_cast<int>(head_groups(heads));
+  a.r = r;
+  a.dr = dr;
+  a.width = r + dr;
+  a.row_stride = r + dr + kPad;
+  a.batch = static_cast<int>(page_table.shape[0]);
+  a.max_pages = static_cast<int>(page_table.shape[1]);
+  a.page_size = static_cast<int>(cache.shape[1]);
+  a.splits = splits;
+  a.chunk = chunk;
+  a.scale_log2 = softmax_scale * kLog2e;
+  a.causal = causal;
+
+  const int64_t blocks = total_q * splits * a.head_groups;
+  dispatch(q_latent.dtype, r, [&](auto tag, auto bound) {
+    using T = decltype(tag);
+    constexpr int kMaxR = decltype(bound)::value;
+    blocks_per_sm<T, kMaxR>(a.width);  // sets the shared-memory attribute on first use
+    mla_split_kernel<T, kMaxR>
+        <<<static_cast<unsigned>(blocks), kThreads, smem_bytes(a.width), s>>>(a);
+    BRAID_CUDA_CHECK_LAUNCH();
+    if (splits > 1) {
+      mla_combine_kernel<T><<<static_cast<unsigned>(total_q * heads), kThreads, 0, s>>>(a);
+      BRAID_CUDA_CHECK_LAUNCH();
+    }
+  });
+}
+
+}  // namespace braid::cuda
