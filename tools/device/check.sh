@@ -44,6 +44,11 @@
 #   SERVE=1           also the serving engine's benchmarks (serve_bench below; serve.tar.gz)
 #   SERVE_SHAPE, SERVE_PROMPTS, SERVE_PEER_PROMPTS  its model shape and prompt counts;
 #                     SERVE_PEER=0 skips the transformers peer
+#   SANITIZE=1        also compute-sanitizer over the CUDA tests (issue 20): each tool of
+#                     SANITIZE_TOOLS (default "memcheck racecheck synccheck initcheck") runs
+#                     braid_tests with SANITIZE_FILTER (default '*Cuda*:*CUDA*'); the step fails
+#                     if a tool reports an error; logs sanitize_<tool>.log (the first 40 kB and
+#                     the summary) and sanitize.txt (one line per tool)
 #   TESTS=0           skip the GPU and Python tests (for benchmark-only calls)
 #   BASELINE=0        skip `bench ceilings` and the engine decode step
 #   BRAID_GIT_COMMIT  commit recorded in the JSON when the tree travels without .git
@@ -118,6 +123,27 @@ build() {
 gpu_tests() {
   "$BIN/tests/braid_tests" --gtest_output="json:$OUT/gtest.json" \
     ${GTEST_FILTER:+--gtest_filter="$GTEST_FILTER"} 2>&1 | tee "$OUT/tests.log"
+}
+
+sanitize() {
+  local tools=${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}
+  local filter=${SANITIZE_FILTER:-*Cuda*:*CUDA*} rc=0 tool full
+  : > "$OUT/sanitize.txt"
+  for tool in $tools; do
+    full=$(mktemp)
+    if compute-sanitizer --tool "$tool" --error-exitcode 9 "$BIN/tests/braid_tests" \
+        --gtest_filter="$filter" > "$full" 2>&1; then
+      echo "$tool: clean ($(grep -cE '^\[       OK \]' "$full") tests)" >> "$OUT/sanitize.txt"
+    else
+      rc=1
+      echo "$tool: FAILED: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$full" | tail -n 1)" >> "$OUT/sanitize.txt"
+    fi
+    { head -c 40000 "$full"; echo; echo "[...]"; grep -E 'SUMMARY|^\[  (PASSED|FAILED)' "$full"; } \
+      > "$OUT/sanitize_$tool.log"
+    rm -f "$full"
+  done
+  cat "$OUT/sanitize.txt"
+  return $rc
 }
 
 python_tests() {
@@ -333,6 +359,9 @@ if has_build "$BIN"; then
     else
       skip_step "python tests" "no python/tests"
     fi
+  fi
+  if [[ "${SANITIZE:-0}" == 1 ]]; then
+    run_step "compute-sanitizer" sanitize
   fi
   if [[ "${BASELINE:-1}" == 1 ]]; then
     run_step "bench ceilings" ceilings

@@ -11,6 +11,7 @@
 #include "bench/harness/cuda_only.h"
 #include "bench/suites/attention.h"
 #include "bench/suites/attention_decode.h"
+#include "bench/suites/attention_mla.h"
 #include "bench/suites/ceilings.h"
 #include "bench/suites/decode.h"
 #include "bench/suites/gemv.h"
@@ -44,6 +45,10 @@ const std::vector<Suite>& suites() {
       {"attention-decode",
        "Decode attention over a paged KV cache on ANCHORS.md's shapes (32/8 heads, d128, bf16)",
        true, BRAID_CUDA_ONLY(attention_decode_command), {{"attention_decode", {}, "attention"}}},
+      {"attention-mla",
+       "DeepSeek's latent attention (attention_mla, absorbed, bf16) on decode shapes of "
+       "DeepSeek-V3 (128 heads) and V2-Lite (16 heads), with the copy ceiling of the same run",
+       true, BRAID_CUDA_ONLY(attention_mla_command), {{"attention_mla", {}, "attention"}}},
       {"gemv",
        "GEMV (m <= 16) against cuBLASLt on the projections of Qwen2.5-0.5B, Llama-3.2-1B and "
        "Llama-2-7B",

@@ -50,6 +50,7 @@ TEST(BenchRegistry, BenchAllRunsEverySuiteItDidInTheSameOrder) {
       "kernels kernels: kernels",
       "attention attention: attention",
       "attention attention_decode: attention-decode",
+      "attention attention_mla: attention-mla",
       "kernels gemv: gemv",
       "moe router: router",
       "moe router_grouped: router --router grouped",
