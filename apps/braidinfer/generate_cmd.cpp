@@ -29,6 +29,7 @@ struct GenerateArgs {
   int new_tokens = 64;
   std::string device = "auto";
   std::string dtype;
+  std::string quantize = "none";
   float temperature = 0.0f;
   int top_k = 0;
   float top_p = 1.0f;
@@ -47,6 +48,7 @@ int run_generate(const GenerateArgs& a) {
   engine::EngineOptions options;
   options.device = bench::device_from_option(a.device, "generate");
   if (!a.dtype.empty()) options.dtype = dtype_from_name(a.dtype);
+  options.quantize = bench::quantize_from_option(a.quantize, "generate");
   options.max_context = a.max_context;
   engine::SamplingParams sampling{a.temperature, a.top_k, a.top_p, a.seed};
   engine::validate(sampling);
@@ -71,6 +73,7 @@ int run_generate(const GenerateArgs& a) {
     prompt = tok->encode(a.prompt, !a.no_special);
   }
   engine::Engine eng(a.model, options);
+  for (const std::string& note : eng.config().notes) fmt::print(stderr, "note: {}\n", note);
   const std::vector<int32_t> eos =
       a.ignore_eos ? std::vector<int32_t>{}
                    : std::vector<int32_t>(eng.config().eos_token_ids.begin(),
@@ -101,10 +104,14 @@ int run_generate(const GenerateArgs& a) {
   const double prefill_tps = r.prefill_ms > 0 ? r.prompt_tokens / (r.prefill_ms / 1e3) : 0;
   const double ms_per_token = r.decode_steps ? r.decode_ms / r.decode_steps : 0;
   fmt::print("\n[prompt {} tokens | prefill {:.2f} ms, {:.0f} tok/s | generated {} tokens, decode "
-             "{:.3f} ms/token, {:.1f} tok/s | {} {}{}]\n",
+             "{:.3f} ms/token, {:.1f} tok/s | {} {}{}{}]\n",
              r.prompt_tokens, r.prefill_ms, prefill_tps, r.tokens.size(), ms_per_token,
              ms_per_token > 0 ? 1e3 / ms_per_token : 0.0, device_name(eng.device()),
-             dtype_name(eng.dtype()), r.stopped_at_eos ? ", stopped at end of text" : "");
+             dtype_name(eng.dtype()),
+             eng.config().weights == model::WeightFormat::dense
+                 ? ""
+                 : fmt::format(", {} linear layers", model::weight_format_name(eng.config().weights)),
+             r.stopped_at_eos ? ", stopped at end of text" : "");
   return 0;
 }
 
@@ -122,6 +129,7 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   g->add_option("-n,--new-tokens", a->new_tokens, "Tokens to generate")->capture_default_str();
   g->add_option("--device", a->device, "cpu, cuda or auto")->capture_default_str();
   g->add_option("--dtype", a->dtype, "Compute dtype (f32, bf16, f16); default per device");
+  g->add_option("--quantize", a->quantize, bench::kQuantizeHelp)->capture_default_str();
   g->add_option("--temperature", a->temperature, "0 = greedy")->capture_default_str();
   g->add_option("--top-k", a->top_k, "Sample among the k most likely tokens (0 = all)");
   g->add_option("--top-p", a->top_p, "Nucleus sampling mass")->capture_default_str();

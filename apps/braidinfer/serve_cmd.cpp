@@ -29,6 +29,7 @@ struct ServeArgs {
   int port = 8000;
   std::string device = "auto";
   std::string dtype;
+  std::string quantize = "none";
   std::string served_model_name;
   int max_model_len = 0;
   int max_num_seqs = 256;
@@ -51,6 +52,7 @@ int run_serve(const ServeArgs& a) {
   engine::EngineConfig cfg;
   cfg.device = bench::device_from_option(a.device, "serve");
   if (!a.dtype.empty()) cfg.dtype = dtype_from_name(a.dtype);
+  cfg.quantize = bench::quantize_from_option(a.quantize, "serve");
   cfg.max_model_len = a.max_model_len;
   cfg.max_num_seqs = a.max_num_seqs;
   cfg.max_num_batched_tokens = a.max_num_batched_tokens;
@@ -76,9 +78,13 @@ int run_serve(const ServeArgs& a) {
     engine = std::make_unique<engine::LLMEngine>(std::move(config), std::move(w), cfg, std::move(tok));
   }
   fmt::print(stderr,
-             "braidinfer serve: {} {} weights {:.2f} GB, context {}, KV pool {} pages of {} tokens, "
+             "braidinfer serve: {} {} weights{} {:.2f} GB, context {}, KV pool {} pages of {} tokens, "
              "max {} sequences, {} tokens per step, prefix caching {}\n",
              device_name(engine->device()), dtype_name(engine->dtype()),
+             engine->model_config().weights == model::WeightFormat::dense
+                 ? ""
+                 : fmt::format(" (linear layers {})",
+                               model::weight_format_name(engine->model_config().weights)),
              static_cast<double>(engine->weight_bytes()) / 1e9, engine->max_model_len(),
              engine->num_kv_pages(), cfg.page_size, cfg.max_num_seqs, cfg.max_num_batched_tokens,
              cfg.enable_prefix_caching ? "on" : "off");
@@ -95,6 +101,8 @@ int run_serve(const ServeArgs& a) {
     fmt::print(stderr, "braidinfer serve: {} has no chat template: /v1/chat/completions answers 400\n", a.model);
   server::HttpServer http(loop, sc);
   const int port = http.bind();
+  for (const std::string& note : engine->model_config().notes)
+    fmt::print(stderr, "braidinfer serve: note: {}\n", note);
   fmt::print(stderr, "braidinfer serve: model '{}' at http://{}:{}/v1 (Ctrl-C stops)\n",
              sc.model_names[0], a.host, port);
   g_server = &http;
@@ -120,6 +128,9 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   s->add_option("--port", a->port, "Port (0: any free port)")->capture_default_str();
   s->add_option("--device", a->device, "cpu, cuda or auto")->capture_default_str();
   s->add_option("--dtype", a->dtype, "Compute dtype (f32, bf16, f16); default per device");
+  s->add_option("--quantize", a->quantize, std::string(bench::kQuantizeHelp) + " (with --model)")
+      ->capture_default_str()
+      ->needs(model);
   s->add_option("--served-model-name", a->served_model_name,
                 "The model's name in the API (default: the --model argument)");
   s->add_option("--max-model-len", a->max_model_len,

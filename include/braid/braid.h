@@ -520,6 +520,9 @@ typedef struct braid_llm braid_llm;
  *   "device"                  "cpu" | "cuda" | "cuda:N" | "auto" (default: CUDA when usable)
  *   "dtype"                   "auto" (default: f32 on the CPU, the checkpoint's 16-bit type on
  *                             CUDA) or a dtype name ("float32", "bfloat16", "f16", ...)
+ *   "quantize"                "none" (default) | "fp8": a 16-bit checkpoint's linear layers
+ *                             quantized to fp8 with 128 x 128 block scales at load (an fp8
+ *                             checkpoint loads as it is)
  *   "max_model_len"           tokens of context, prompt and output together (default: the
  *                             config's max_position_embeddings, at most 8192; never more than it)
  *   "max_num_seqs"            sequences in one step (256)
@@ -573,8 +576,9 @@ BRAID_API braid_status braid_llm_tokenize(braid_llm* llm, const char* text,
 BRAID_API braid_status braid_llm_detokenize(braid_llm* llm, const int32_t* ids, int64_t count,
                                             int skip_special_tokens, char** text);
 
-/* What the engine runs, as a JSON object: "device", "dtype", "max_model_len", "vocab_size",
- * "num_kv_pages", "page_size", "eos_token_ids", "architecture", "has_tokenizer". */
+/* What the engine runs, as a JSON object: "device", "dtype", "weights" (the linear layers' format:
+ * "dense", "fp8_blocks" or "fp8_per_channel"), "max_model_len", "vocab_size", "num_kv_pages",
+ * "page_size", "eos_token_ids", "architecture", "has_tokenizer". */
 BRAID_API braid_status braid_llm_info(braid_llm* llm, char** info_json);
 
 /* Frees a string returned by a braid_llm_* call (NULL is a no-op). */

@@ -215,12 +215,15 @@ class LLM:
     the library's default (dtype: f32 on the CPU, the checkpoint's 16-bit type on CUDA;
     max_model_len: the model's context, at most 8192; num_kv_pages: pages of 16 tokens, else
     sized from gpu_memory_utilization on CUDA or max_num_seqs contexts on the CPU).
+    quantize="fp8" quantizes a 16-bit checkpoint's linear layers to fp8 with 128 x 128 block
+    scales at load (info["weights"] then says "fp8_blocks").
     enforce_eager=True is vLLM's spelling of cuda_graphs=False. seed makes the requests that
     bring no seed of their own repeat from run to run.
     """
 
     def __init__(self, model: Union[str, os.PathLike], *, device: str = "auto",
-                 dtype: str = "auto", max_model_len: Optional[int] = None,
+                 dtype: str = "auto", quantize: Optional[str] = None,
+                 max_model_len: Optional[int] = None,
                  max_num_seqs: Optional[int] = None,
                  max_num_batched_tokens: Optional[int] = None,
                  gpu_memory_utilization: Optional[float] = None,
@@ -236,7 +239,7 @@ class LLM:
                 raise ValueError("LLM: enforce_eager and cuda_graphs contradict each other")
             cuda_graphs = not enforce_eager
         options = {
-            "device": device, "dtype": dtype, "max_model_len": max_model_len,
+            "device": device, "dtype": dtype, "quantize": quantize, "max_model_len": max_model_len,
             "max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
             "gpu_memory_utilization": gpu_memory_utilization, "num_kv_pages": num_kv_pages,
             "enable_prefix_caching": enable_prefix_caching, "cuda_graphs": cuda_graphs,
@@ -283,8 +286,8 @@ class LLM:
 
     @property
     def info(self) -> dict:
-        """device, dtype, architecture, max_model_len, vocab_size, num_kv_pages, page_size,
-        eos_token_ids, has_tokenizer."""
+        """device, dtype, weights (dense, fp8_blocks or fp8_per_channel), architecture,
+        max_model_len, vocab_size, num_kv_pages, page_size, eos_token_ids, has_tokenizer."""
         return dict(self._info)
 
     @property

@@ -148,6 +148,7 @@ def test_tokenizer_round_trip_and_info(llm, golden):
     info = llm.info
     assert info["device"] == "cpu" and info["dtype"] == "f32" and info["max_model_len"] == 512
     assert info["num_kv_pages"] == 64 and info["eos_token_ids"] == [0]
+    assert info["weights"] == "dense"
 
 
 def expect_braid_error(fn, status, *fragments):
@@ -191,6 +192,12 @@ def test_bad_options_raise_braid_error(library):
     expect_braid_error(lambda: LLM(MODEL, device="cpu", num_kv_pages=3), bad,
                        "options.num_kv_pages")
     expect_braid_error(lambda: LLM(MODEL, device="cpu", dtype="int8"), bad, "options.dtype")
+    expect_braid_error(lambda: LLM(MODEL, device="cpu", quantize="int4"), bad,
+                       "options.quantize", "int4")
+    # quantize="fp8" reaches the loader: tiny-fortunes' 688-row gate_proj does not stack in
+    # 128-row fp8 blocks, and the error says so.
+    expect_braid_error(lambda: LLM(MODEL, device="cpu", quantize="fp8"), Status.UNSUPPORTED,
+                       "gate_proj.weight", "688 rows", "quantize fp8")
     expect_braid_error(lambda: LLM(os.path.join(ROOT, "no-such-model"), device="cpu"),
                        Status.IO, "no-such-model")
     with pytest.raises(ValueError, match="contradict"):

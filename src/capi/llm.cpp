@@ -239,6 +239,10 @@ braid_status braid_llm_info(braid_llm* llm, char** info_json) {
     const model::ModelConfig& c = eng.model_config();
     const json info = {{"device", device_name(eng.device())},
                        {"dtype", std::string(dtype_name(eng.dtype()))},
+                       {"weights", c.weights == model::WeightFormat::fp8_blocks ? "fp8_blocks"
+                                   : c.weights == model::WeightFormat::fp8_per_channel
+                                       ? "fp8_per_channel"
+                                       : "dense"},
                        {"architecture", std::string(model::arch_name(c.arch))},
                        {"max_model_len", eng.max_model_len()},
                        {"vocab_size", c.vocab_size},

@@ -56,6 +56,14 @@ std::optional<DType> dtype_option(const Where& w, const json& o) {
   return t;
 }
 
+model::Quantize quantize_option(const Where& w, const json& o) {
+  const json* v = field(o, "quantize");
+  if (!v) return model::Quantize::none;
+  const auto q = v->is_string() ? model::quantize_from_name(v->get<std::string>()) : std::nullopt;
+  if (!q) bad(w, w.key("quantize") + " must be \"none\" or \"fp8\", got " + shown(*v));
+  return *q;
+}
+
 }  // namespace
 
 LlmOptions parse_options(const char* options_json) {
@@ -63,13 +71,14 @@ LlmOptions parse_options(const char* options_json) {
   const Where w{kCall, "options"};
   if (!o.is_object()) bad(w, "options_json must be a JSON object, got " + shown(o));
   reject_unknown_keys(w, o,
-                      {"device", "dtype", "max_model_len", "max_num_seqs", "max_num_batched_tokens",
-                       "gpu_memory_utilization", "num_kv_pages", "enable_prefix_caching",
-                       "cuda_graphs", "seed"});
+                      {"device", "dtype", "quantize", "max_model_len", "max_num_seqs",
+                       "max_num_batched_tokens", "gpu_memory_utilization", "num_kv_pages",
+                       "enable_prefix_caching", "cuda_graphs", "seed"});
   LlmOptions out;
   engine::EngineConfig& e = out.engine;
   e.device = device_option(w, o);
   e.dtype = dtype_option(w, o);
+  e.quantize = quantize_option(w, o);
   e.max_model_len = static_cast<int>(integer(w, o, "max_model_len", 0, 0, INT_MAX / 2));
   e.max_num_seqs = static_cast<int>(integer(w, o, "max_num_seqs", e.max_num_seqs, 1, 1 << 20));
   e.max_num_batched_tokens = static_cast<int>(

@@ -12,7 +12,7 @@ namespace braid::engine {
 namespace {
 
 model::ModelConfig load_checked_config(const std::string& dir, const EngineOptions& o) {
-  model::ModelConfig c = model::load_config(dir);
+  model::ModelConfig c = model::quantized_config(model::load_config(dir), o.quantize);
   if (o.page_size <= 0 || o.max_step_tokens <= 0)
     throw Error(ErrorKind::invalid_argument, "engine: page_size and max_step_tokens must be positive");
   // Checked before any weight is read: positions past the model's are untrained (and its RoPE
@@ -30,6 +30,8 @@ model::ModelConfig load_checked_config(const std::string& dir, const EngineOptio
 DType default_dtype(const model::ModelConfig& c, Device device, std::optional<DType> asked) {
   if (asked) return *asked;
   if (device.is_cpu()) return DType::f32;
+  // fp8 experts quantize bf16 activations (moe_fp8_quantize takes no f16).
+  if (c.fp8_experts()) return DType::bf16;
   return c.dtype == DType::f16 ? DType::f16 : DType::bf16;  // CUDA gemms take 16-bit inputs
 }
 
@@ -43,7 +45,7 @@ Engine::Engine(const std::string& dir, const EngineOptions& o)
     : options_(o),
       config_(load_checked_config(dir, o)),
       weights_(model::load_weights(config_, model::Checkpoint::open(dir), o.device,
-                                   default_dtype(config_, o.device, o.dtype))),
+                                   default_dtype(config_, o.device, o.dtype), o.quantize)),
       cache_(config_, default_context(config_, o.max_context), o.page_size, o.device, weights_.dtype),
       workspace_(config_, o.max_step_tokens, o.device, weights_.dtype,
                  int64_t{cache_.pages_per_seq} * cache_.page_size, o.moe_gemv_max_tokens) {

@@ -20,6 +20,9 @@ struct EngineOptions {
   // Compute dtype; f32 on the CPU by default, the checkpoint's 16-bit type (bf16 for fp32
   // checkpoints) on CUDA.
   std::optional<DType> dtype;
+  // fp8: a 16-bit checkpoint's linear layers quantized to 128 x 128 block fp8 at load
+  // (model::Quantize); the model then runs as an fp8 checkpoint would.
+  model::Quantize quantize = model::Quantize::none;
   int max_context = 0;       // tokens; 0: the config's max_position_embeddings, at most 8192
   int page_size = 16;
   int max_step_tokens = 512; // longer prompts are prefilled in chunks of this many tokens
@@ -30,7 +33,7 @@ struct EngineOptions {
 };
 
 // The compute dtype when none is asked for: f32 on the CPU, the checkpoint's 16-bit type (bf16 for
-// fp32 checkpoints) on CUDA.
+// fp32 checkpoints, and for fp8 experts) on CUDA.
 DType default_dtype(const model::ModelConfig& config, Device device, std::optional<DType> asked);
 // The context when none is asked for (asked <= 0): the config's max_position_embeddings, at most
 // 8192.

@@ -38,9 +38,9 @@ struct LLMEngine::Live {
 };
 
 LLMEngine::LLMEngine(const std::string& dir, const EngineConfig& e)
-    : model_config_(model::load_config(dir)),
+    : model_config_(model::quantized_config(model::load_config(dir), e.quantize)),
       weights_(model::load_weights(model_config_, model::Checkpoint::open(dir), e.device,
-                                   default_dtype(model_config_, e.device, e.dtype))),
+                                   default_dtype(model_config_, e.device, e.dtype), e.quantize)),
       seed_rng_(std::random_device{}()) {
   if (std::filesystem::exists(std::filesystem::path(dir) / "tokenizer.json"))
     tokenizer_ = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::from_dir(dir));

@@ -29,6 +29,9 @@ namespace braid::engine {
 struct EngineConfig {
   Device device = Device::cpu();
   std::optional<DType> dtype;   // default: f32 on the CPU, the checkpoint's 16-bit type on CUDA
+  // fp8: a 16-bit checkpoint's linear layers quantized to 128 x 128 block fp8 at load
+  // (model::Quantize; the constructor from a folder only).
+  model::Quantize quantize = model::Quantize::none;
   int max_model_len = 0;        // 0: the config's max_position_embeddings, at most 8192
   int page_size = 16;
   int max_num_seqs = 256;

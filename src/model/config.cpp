@@ -513,6 +513,9 @@ ModelConfig parse_config(const std::string& config_json, const std::string& gene
   const bool vl = language != nullptr && optional_string(top, "model_type", "") == "deepseek_vl_v2";
   const Source s = vl ? Source{*language, source_name, "language_config."} : top;
   ModelConfig m;
+  if (vl)
+    m.notes.push_back("DeepSeek-OCR (deepseek_vl_v2): the language model runs from token ids; "
+                      "the vision encoder's weights are not loaded");
   m.arch = detect_arch(s);
   const bool mixtral = m.arch == Arch::mixtral;
   const bool deepseek = m.arch == Arch::deepseek_v2 || m.arch == Arch::deepseek_v3;

@@ -102,11 +102,17 @@ struct ModelConfig {
   // is false.)
   float softmax_scale = 0.0f;  // 0: 1 / sqrt(head_dim); DeepSeek: qk head dim^-0.5 x YaRN mscale^2
 
+  // What a user should know about how the folder was read (e.g. parts not loaded), one line each.
+  std::vector<std::string> notes;
+
   // Token ids (generation_config.json wins over config.json). eos may hold several ids.
   int bos_token_id = -1;
   std::vector<int> eos_token_ids;
 
   bool layer_is_moe(int layer) const;
+  // The routed experts are fp8 with 128 x 128 block scales (DeepSeek-V3, Qwen3-*-FP8): they run
+  // on the fp8 grouped GEMM (moe_grouped_gemm_fp8) at every step size. The router stays 16-bit.
+  bool fp8_experts() const { return num_experts > 0 && weights == WeightFormat::fp8_blocks; }
   bool mla() const { return kv_lora_rank > 0; }
   int q_dim() const { return num_heads * head_dim; }
   int kv_dim() const { return num_kv_heads * head_dim; }

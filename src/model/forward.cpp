@@ -1,6 +1,7 @@
 // Decoder forward pass. Per layer:
 //   RMSNorm + QKV (+bias) -> q/k norm + RoPE + KV append -> paged attention -> o_proj + residual
-//   add -> RMSNorm + gate|up -> SwiGLU + down + residual add (or MoE: router, experts, add).
+//   add -> RMSNorm + gate|up -> SwiGLU + down + residual add (or MoE: router, experts, add;
+//   fp8 experts: quantize, permute, fp8 grouped GEMMs, combine).
 // In a decode step (<= 16 tokens) each '+' group is one kernel; for longer inputs the fused ops
 // run their parts one after another through the workspace.
 #include "model/forward.h"
@@ -167,19 +168,32 @@ Workspace::Workspace(const ModelConfig& c, int T, Device d, DType t, int64_t dec
     topk_weights = OwnedTensor(DType::f32, {T, k}, d);
     topk_ids = OwnedTensor(DType::i32, {T, k}, d);
     const int64_t I_moe = c.moe_intermediate_size;
-    // The GEMV path takes every step in f32, else only steps the grouped path leaves to it.
-    const bool grouped = t != DType::f32 && T > moe_gemv_max_tokens;
+    // fp8 experts: the grouped path for every step, no GEMV. 16-bit: the GEMV path takes every
+    // step in f32, else only steps the grouped path leaves to it.
+    moe_fp8 = c.fp8_experts();
+    const bool grouped = moe_fp8 || (t != DType::f32 && T > moe_gemv_max_tokens);
     const int64_t gemv_T = grouped ? std::max(0, moe_gemv_max_tokens) : T;
-    moe_hidden = OwnedTensor(DType::f32, {gemv_T * k, I_moe}, d);
+    if (!moe_fp8) moe_hidden = OwnedTensor(DType::f32, {gemv_T * k, I_moe}, d);
     if (grouped) {
       const int64_t pairs = T * k;
       moe_offsets = OwnedTensor(DType::i32, {E + 1}, d);
       moe_sorted_pairs = OwnedTensor(DType::i32, {pairs}, d);
       moe_pair_rows = OwnedTensor(DType::i32, {pairs}, d);
       moe_permute_scratch = OwnedTensor(DType::i32, {ops::moe_permute_workspace_size(pairs, E)}, d);
-      moe_xs = OwnedTensor(t, {pairs, H}, d);
-      moe_hs = OwnedTensor(t, {pairs, I_moe}, d);
+      // The experts' outputs in the model dtype (bf16 or f32 for fp8 experts), as the 16-bit path.
       moe_ys = OwnedTensor(t, {pairs, H}, d);
+      if (moe_fp8) {
+        constexpr int64_t B = ops::kFp8Block;  // one fp8 term: the usual fp8 recipe
+        moe_xq = OwnedTensor(DType::f8e4m3, {T, H}, d);
+        moe_xq_scale = OwnedTensor(DType::f32, {H / B, T}, d);
+        moe_xs = OwnedTensor(DType::f8e4m3, {pairs, H}, d);
+        moe_xs_scale = OwnedTensor(DType::f32, {H / B, pairs}, d);
+        moe_hs = OwnedTensor(DType::f8e4m3, {pairs, I_moe}, d);
+        moe_hs_scale = OwnedTensor(DType::f32, {I_moe / B, pairs}, d);
+      } else {
+        moe_xs = OwnedTensor(t, {pairs, H}, d);
+        moe_hs = OwnedTensor(t, {pairs, I_moe}, d);
+      }
     }
   }
   if (decode_kv_capacity > 0 && c.mla()) {
@@ -271,23 +285,42 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
       ops::gemm(normed, lw.router, Tensor{}, router_logits, s);
       route(c, lw, router_logits, topk_w, topk_ids, s);
       mark("moe_router", l);
-      if (ws.moe_grouped(n)) {
-        const int64_t pairs = int64_t{n} * c.experts_per_token;
+      const int k = c.experts_per_token;
+      if (ws.moe_fp8 || ws.moe_grouped(n)) {
+        const int64_t pairs = int64_t{n} * k;
         const Tensor sorted_pairs = rows(ws.moe_sorted_pairs, pairs);
         const Tensor pair_rows = rows(ws.moe_pair_rows, pairs);
         const Tensor xs = rows(ws.moe_xs, pairs), hs = rows(ws.moe_hs, pairs);
         const Tensor ys = rows(ws.moe_ys, pairs), offsets = ws.moe_offsets.view();
         ops::moe_permute(topk_ids, c.num_experts, offsets, sorted_pairs, pair_rows,
                          ws.moe_permute_scratch.view(), s);
-        ops::moe_gather(normed, sorted_pairs, c.experts_per_token, xs, s);
-        mark("moe_permute", l);
-        ops::moe_grouped_gemm(xs, lw.experts_gate_up, offsets, ops::MoeActivation::swiglu, hs, s);
-        mark("moe_gate_up", l);
-        ops::moe_grouped_gemm(hs, lw.experts_down, offsets, ops::MoeActivation::none, ys, s);
-        mark("moe_down", l);
+        if (ws.moe_fp8) {
+          // fp8 experts: each token quantized once, per 128 columns into one fp8 term
+          // (DeepSeek-V3's recipe), then gathered with its scales into expert order; the gate|up
+          // GEMM's SwiGLU epilogue writes h quantized the same way for the down GEMM.
+          const Tensor xq = rows(ws.moe_xq, n), xq_scale = ws.moe_xq_scale.view().slice(1, 0, n);
+          const Tensor xs_scale = ws.moe_xs_scale.view().slice(1, 0, pairs);
+          const Tensor hs_scale = ws.moe_hs_scale.view().slice(1, 0, pairs);
+          ops::moe_fp8_quantize(normed, xq, xq_scale, s);
+          ops::moe_gather_fp8(xq, xq_scale, sorted_pairs, k, xs, xs_scale, s);
+          mark("moe_permute", l);
+          ops::moe_grouped_gemm_fp8(xs, xs_scale, lw.experts_gate_up, lw.experts_gate_up_scale,
+                                    offsets, ops::MoeActivation::swiglu, hs, hs_scale, s);
+          mark("moe_gate_up", l);
+          ops::moe_grouped_gemm_fp8(hs, hs_scale, lw.experts_down, lw.experts_down_scale, offsets,
+                                    ops::MoeActivation::none, ys, Tensor{}, s);
+          mark("moe_down", l);
+        } else {
+          ops::moe_gather(normed, sorted_pairs, k, xs, s);
+          mark("moe_permute", l);
+          ops::moe_grouped_gemm(xs, lw.experts_gate_up, offsets, ops::MoeActivation::swiglu, hs, s);
+          mark("moe_gate_up", l);
+          ops::moe_grouped_gemm(hs, lw.experts_down, offsets, ops::MoeActivation::none, ys, s);
+          mark("moe_down", l);
+        }
         ops::moe_combine(ys, pair_rows, topk_w, proj, s);
       } else {
-        const Tensor hidden = ws.moe_hidden.view().slice(0, 0, int64_t{n} * c.experts_per_token);
+        const Tensor hidden = ws.moe_hidden.view().slice(0, 0, int64_t{n} * k);
         ops::moe_experts(normed, topk_w, topk_ids, lw.experts_gate_up, lw.experts_down, hidden,
                          proj, s);
       }

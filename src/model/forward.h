@@ -14,6 +14,7 @@ namespace braid::model {
 // MoE layers run the GEMV kernels (moe_experts), which read each chosen expert's weights once per
 // token, for steps of up to this many tokens; longer steps in f16/bf16 run the permuted grouped
 // GEMMs (moe_permute -> moe_gather -> moe_grouped_gemm x 2 -> moe_combine), which read them once.
+// fp8 experts (ModelConfig::fp8_experts) take the fp8 grouped GEMMs at every step size.
 inline constexpr int kMoeGemvMaxTokens = 16;
 
 // Activations for up to max_tokens tokens per step, allocated once. With decode_kv_capacity > 0
@@ -33,14 +34,21 @@ struct Workspace {
   OwnedTensor router_logits, topk_weights, topk_ids, moe_hidden;
   OwnedTensor moe_offsets, moe_sorted_pairs, moe_pair_rows, moe_permute_scratch;
   OwnedTensor moe_xs, moe_hs, moe_ys;
+  // fp8 experts: xs and hs are f8e4m3 rows with these f32 scales ([blocks of 128, rows], as
+  // moe_fp8_quantize writes them), and moe_xq / moe_xq_scale the step's tokens quantized once
+  // before the gather. moe_fp8: the MoE layers take this path.
+  OwnedTensor moe_xq, moe_xq_scale, moe_xs_scale, moe_hs_scale;
+  bool moe_fp8 = false;
   // MLA layers only: q (q LoRA: q_b_proj's output), the latent queries and the attended latents.
   OwnedTensor mla_q, mla_q_latent, mla_out_latent;
   OwnedTensor mla_attention;  // f32 scratch of attention_mla's split-KV (with decode_kv_capacity)
   OwnedTensor decode_attention;  // f32 scratch of attention_decode
   OwnedTensor gathered_k, gathered_v;  // [gather_tokens, kv_heads, head_dim]: paged_kv_gather's
 
-  // Whether a step of n tokens runs the grouped MoE path.
-  bool moe_grouped(int n) const { return moe_xs.view().ndim != 0 && n > moe_gemv_max_tokens; }
+  // Whether a step of n tokens runs the 16-bit grouped MoE path.
+  bool moe_grouped(int n) const {
+    return !moe_fp8 && moe_xs.view().ndim != 0 && n > moe_gemv_max_tokens;
+  }
 };
 
 // One step of one sequence: n new tokens at positions [start, start + n), all tensors on the

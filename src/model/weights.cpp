@@ -1,7 +1,12 @@
 // The engine's packed weight layout, filled from a checkpoint (or any other source).
 #include "model/weights.h"
 
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <map>
 #include <string>
+#include <thread>
 
 #include "braid/error.h"
 #include "braid/ops.h"
@@ -99,23 +104,48 @@ class Builder {
     return t;
   }
 
-  // Experts stored one tensor per expert, packed as [E, 2 I, H] (gate rows, then up) and [E, H, I].
-  void experts(LayerWeights& lw, const std::string& prefix, int E, int I, int H, const char* gate,
-               const char* up, const char* down) {
+  // Experts stored one tensor per expert, packed as [E, 2 I, H] (gate rows, then up: the
+  // MoeActivation::swiglu order) and [E, H, I]. fp8 experts are packed the same way in f8e4m3,
+  // each "<name>_scale_inv" beside them into [E, 2 I / 128, H / 128] and [E, H / 128, I / 128]
+  // (moe_grouped_gemm_fp8's w_scale); I and H must be whole 128-blocks, so that the gate's and
+  // the up's scale blocks stack without sharing one and the fp8 ops take the widths.
+  void experts(LayerWeights& lw, const std::string& prefix, int E, int I, int H, bool fp8,
+               const char* gate, const char* up, const char* down) {
+    auto name = [&](int e, const char* m) {
+      return prefix + "." + std::to_string(e) + "." + m + ".weight";
+    };
+    if (fp8 && (I % 128 != 0 || H % 128 != 0))
+      throw Error(ErrorKind::unsupported,
+                  "checkpoint: fp8 expert '" + name(0, gate) + "' is [" + std::to_string(I) + ", " +
+                      std::to_string(H) + "]; the fp8 expert GEMM needs moe_intermediate_size " +
+                      "and hidden_size multiples of 128");
+    const int64_t ib = I / 128, hb = H / 128;  // scale blocks (fp8)
     for (int e = 0; e < E; ++e) {
-      const std::string p = prefix + "." + std::to_string(e) + ".";
-      check(p + gate + ".weight", {I, H});
-      check(p + up + ".weight", {I, H});
-      check(p + down + ".weight", {H, I});
+      check(name(e, gate), {I, H});
+      check(name(e, up), {I, H});
+      check(name(e, down), {H, I});
+      if (!fp8) continue;
+      check(name(e, gate) + "_scale_inv", {ib, hb});
+      check(name(e, up) + "_scale_inv", {ib, hb});
+      check(name(e, down) + "_scale_inv", {hb, ib});
     }
-    lw.experts_gate_up = allocate({E, 2 * I, H});
-    lw.experts_down = allocate({E, H, I});
+    const DType t = fp8 ? DType::f8e4m3 : dtype_;
+    lw.experts_gate_up = allocate({E, 2 * I, H}, t);
+    lw.experts_down = allocate({E, H, I}, t);
+    if (fp8) {
+      lw.experts_gate_up_scale = allocate({E, 2 * ib, hb}, DType::f32);
+      lw.experts_down_scale = allocate({E, hb, ib}, DType::f32);
+    }
     for (int e = 0; e < E; ++e) {
-      const std::string p = prefix + "." + std::to_string(e) + ".";
-      Tensor gu = lw.experts_gate_up.select(0, e);
-      fill(p + gate + ".weight", {I, H}, gu.slice(0, 0, I));
-      fill(p + up + ".weight", {I, H}, gu.slice(0, I, 2 * I));
-      fill(p + down + ".weight", {H, I}, lw.experts_down.select(0, e));
+      const Tensor gu = lw.experts_gate_up.select(0, e);
+      fill(name(e, gate), {I, H}, gu.slice(0, 0, I));
+      fill(name(e, up), {I, H}, gu.slice(0, I, 2 * I));
+      fill(name(e, down), {H, I}, lw.experts_down.select(0, e));
+      if (!fp8) continue;
+      const Tensor gu_scale = lw.experts_gate_up_scale.select(0, e);
+      fill(name(e, gate) + "_scale_inv", {ib, hb}, gu_scale.slice(0, 0, ib));
+      fill(name(e, up) + "_scale_inv", {ib, hb}, gu_scale.slice(0, ib, 2 * ib));
+      fill(name(e, down) + "_scale_inv", {hb, ib}, lw.experts_down_scale.select(0, e));
     }
   }
 
@@ -144,6 +174,7 @@ class Builder {
       return;
     }
     OwnedTensor eye_host(dtype_, {r, r}, Device::cpu());
+    fill_bytes(eye_host.view(), 0);  // new memory is not zeroed: the off-diagonal must be 0
     for (int64_t i = 0; i < r; ++i) store_from_float(eye_host.data(), dtype_, i * r + i, 1.0f);
     OwnedTensor eye(dtype_, {r, r}, device_);
     copy(eye_host.view(), eye.view());
@@ -178,6 +209,16 @@ Weights build_weights(const ModelConfig& c, Device device, DType dtype, const We
                     std::to_string(c.qk_rope_head_dim) +
                     ": the CUDA MLA kernel takes kv_lora_rank a multiple of 64 up to 512 and "
                     "qk_rope_head_dim a multiple of 32 up to 64 (DeepSeek-V2/V3: 512 and 64)");
+  if (c.num_experts > 0 && c.weights == WeightFormat::fp8_per_channel)
+    throw Error(ErrorKind::unsupported,
+                "checkpoint: fp8 experts with per-channel scales (compressed-tensors) are not "
+                "supported: the fp8 expert GEMM takes 128 x 128 block scales (quant_method fp8)");
+  // fp8 experts quantize their activations per token and 128 columns (moe_fp8_quantize), which
+  // reads f32 or bf16 rows.
+  if (c.fp8_experts() && dtype != DType::bf16 && dtype != DType::f32)
+    throw Error(ErrorKind::unsupported,
+                "checkpoint: fp8 experts run in bf16 or f32, not " + std::string(dtype_name(dtype)) +
+                    " (ask for --dtype bf16)");
   Weights w;
   w.device = device;
   w.dtype = dtype;
@@ -232,9 +273,6 @@ Weights build_weights(const ModelConfig& c, Device device, DType dtype, const We
       lw.down = b.linear(c.weights, {p + "mlp.down_proj.weight"}, {H}, I, lw.down_scale);
       continue;
     }
-    if (c.weights != WeightFormat::dense)
-      throw Error(ErrorKind::unsupported, "checkpoint: fp8 experts (layer " + std::to_string(l) +
-                                              ") are not supported yet: only dense fp8 models load");
     const int E = c.num_experts, I = c.moe_intermediate_size;
     if (c.n_shared_experts > 0) {
       const std::string sh = p + "mlp.shared_experts.";
@@ -250,16 +288,71 @@ Weights build_weights(const ModelConfig& c, Device device, DType dtype, const We
     }
     if (c.arch == Arch::mixtral) {
       lw.router = b.load(p + "block_sparse_moe.gate.weight", {E, H});
-      b.experts(lw, p + "block_sparse_moe.experts", E, I, H, "w1", "w3", "w2");
+      b.experts(lw, p + "block_sparse_moe.experts", E, I, H, c.fp8_experts(), "w1", "w3", "w2");
     } else {
       lw.router = b.load(p + "mlp.gate.weight", {E, H});
-      b.experts(lw, p + "mlp.experts", E, I, H, "gate_proj", "up_proj", "down_proj");
+      b.experts(lw, p + "mlp.experts", E, I, H, c.fp8_experts(), "gate_proj", "up_proj",
+                "down_proj");
     }
   }
   return w;
 }
 
-Weights load_weights(const ModelConfig& c, const Checkpoint& checkpoint, Device device, DType dtype) {
+std::optional<Quantize> quantize_from_name(std::string_view name) {
+  if (name == "none") return Quantize::none;
+  if (name == "fp8") return Quantize::fp8;
+  return std::nullopt;
+}
+
+std::string_view quantize_name(Quantize q) { return q == Quantize::fp8 ? "fp8" : "none"; }
+
+ModelConfig quantized_config(ModelConfig c, Quantize q) {
+  if (q == Quantize::fp8 && c.weights == WeightFormat::dense) c.weights = WeightFormat::fp8_blocks;
+  return c;
+}
+
+void quantize_fp8_blocks(const std::string& name, const void* w, DType dtype, int64_t rows,
+                         int64_t cols, uint8_t* values, float* scales) {
+  constexpr int64_t kB = 128;
+  const int64_t block_rows = (rows + kB - 1) / kB, block_cols = (cols + kB - 1) / kB;
+  // One block row (128 matrix rows) per task, on every core: float_to_f8e4m3 is a few ns a value,
+  // minutes for an 8B model on one core. Each task writes its own rows and scales only.
+  std::atomic<int64_t> next{0};
+  std::atomic<bool> non_finite{false};
+  auto work = [&] {
+    for (int64_t br; (br = next++) < block_rows;) {
+      const int64_t r0 = br * kB, r1 = std::min(rows, r0 + kB);
+      for (int64_t bc = 0; bc < block_cols; ++bc) {
+        const int64_t c0 = bc * kB, c1 = std::min(cols, c0 + kB);
+        float amax = 0.0f;
+        for (int64_t r = r0; r < r1; ++r)
+          for (int64_t j = c0; j < c1; ++j) {
+            const float v = std::fabs(load_as_float(w, dtype, r * cols + j));
+            if (!std::isfinite(v)) non_finite = true;
+            amax = std::max(amax, v);
+          }
+        float scale = amax / 448.0f;
+        if (scale == 0.0f) scale = 1.0f;  // all zeros (or amax / 448 underflows): no 0 / 0
+        scales[br * block_cols + bc] = scale;
+        for (int64_t r = r0; r < r1; ++r)
+          for (int64_t j = c0; j < c1; ++j)
+            values[r * cols + j] = float_to_f8e4m3(load_as_float(w, dtype, r * cols + j) / scale);
+      }
+    }
+  };
+  const int64_t n = std::min<int64_t>(block_rows, std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (int64_t t = 1; t < n; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  if (non_finite)
+    throw Error(ErrorKind::io, "checkpoint: tensor '" + name +
+                                   "' holds an infinity or NaN: fp8 e4m3 has no infinity, so it "
+                                   "cannot be quantized to fp8");
+}
+
+Weights load_weights(const ModelConfig& c, const Checkpoint& checkpoint, Device device, DType dtype,
+                     Quantize quantize) {
   OwnedTensor staging;  // host buffer for dtype conversions, reused
   // The tensor, once it is known to be there with the shape the config implies: checked before
   // its memory is allocated (the dtype, which depends on the destination, when it is filled).
@@ -274,8 +367,59 @@ Weights load_weights(const ModelConfig& c, const Checkpoint& checkpoint, Device 
                                      shape_text(e->shape));
     return e;
   };
+  // --quantize fp8: a linear layer the fp8 layout wants in fp8 that the checkpoint holds in a
+  // 16-bit (or f32) type is quantized here. Tensors already fp8 (an fp8 checkpoint, quantized
+  // again) load as they are, with their own scales.
+  auto quantizing = [&](const std::string& weight) {
+    if (quantize != Quantize::fp8 || c.weights != WeightFormat::fp8_blocks) return false;
+    const TensorEntry* e = checkpoint.find(weight);
+    return e && e->dtype != DType::f8e4m3;
+  };
+  const std::string scale_suffix = "_scale_inv";
+  auto weight_of_scale = [&](const std::string& name) {
+    return name.ends_with(scale_suffix) ? name.substr(0, name.size() - scale_suffix.size())
+                                        : std::string();
+  };
+  // The Builder asks for a weight, then for its scales: the scales computed with the values wait
+  // here for that second call.
+  std::map<std::string, std::vector<float>> scales_of;
+  std::vector<uint8_t> codes;  // host fp8 values, reused
+  auto quantized = [&](const std::string& name, const std::vector<int64_t>& shape) {
+    const TensorEntry* e = entry(name, shape);
+    if (e->dtype != DType::f32 && e->dtype != DType::bf16 && e->dtype != DType::f16)
+      throw Error(ErrorKind::io, "checkpoint: tensor '" + name + "' in " + e->file + " is " +
+                                     std::string(dtype_name(e->dtype)) +
+                                     "; quantizing to fp8 takes F32, BF16 or F16 weights");
+    const int64_t rows = shape[0], cols = shape[1];
+    std::vector<float>& scales = scales_of[name];
+    scales.resize(static_cast<size_t>(((rows + 127) / 128) * ((cols + 127) / 128)));
+    codes.resize(static_cast<size_t>(rows * cols));
+    quantize_fp8_blocks(name, e->data, e->dtype, rows, cols, codes.data(), scales.data());
+    return e;
+  };
   auto from_checkpoint = [&](const std::string& name, const std::vector<int64_t>& shape,
                              const Tensor& dst) {
+    if (dst.dtype == DType::f8e4m3 && shape.size() == 2 && quantizing(name)) {
+      quantized(name, shape);
+      const int64_t n = dst.numel();
+      copy(Tensor(codes.data(), DType::f8e4m3, Device::cpu(), {n}), dst.reshape({n}));
+      return;
+    }
+    if (const std::string weight = weight_of_scale(name); !weight.empty() && quantizing(weight)) {
+      auto it = scales_of.find(weight);
+      if (it == scales_of.end()) {  // asked for before its weight (the check saw it 2-D)
+        quantized(weight, checkpoint.find(weight)->shape);
+        it = scales_of.find(weight);
+      }
+      const std::vector<float> scales = std::move(it->second);
+      scales_of.erase(it);
+      const int64_t n = dst.numel();
+      if (dst.dtype != DType::f32 || n != static_cast<int64_t>(scales.size()))
+        throw Error(ErrorKind::internal, "load_weights: the computed scales of '" + weight +
+                                             "' do not fit the slice the loader asks for");
+      copy(Tensor(const_cast<float*>(scales.data()), DType::f32, Device::cpu(), {n}), dst.reshape({n}));
+      return;
+    }
     const TensorEntry* e = entry(name, shape);
     // fp8 values are taken as stored; their scales in any float type (f32 or bf16 in the wild);
     // everything else in the dtype config.json declares.
@@ -304,10 +448,20 @@ Weights load_weights(const ModelConfig& c, const Checkpoint& checkpoint, Device 
       store_from_float(staging.data(), dst.dtype, i, load_as_float(e->data, e->dtype, i));
     copy(staging.view(), dst.reshape({n}));
   };
-  return build_weights(c, device, dtype, from_checkpoint,
-                       [&](const std::string& name, const std::vector<int64_t>& shape) {
-                         (void)entry(name, shape);
-                       });
+  auto check = [&](const std::string& name, const std::vector<int64_t>& shape) {
+    // A quantized weight's scales are computed, not read: the weight itself is checked.
+    if (const std::string weight = weight_of_scale(name); !weight.empty() && quantizing(weight))
+      return;
+    (void)entry(name, shape);
+  };
+  if (quantize == Quantize::none) return build_weights(c, device, dtype, from_checkpoint, check);
+  try {
+    return build_weights(c, device, dtype, from_checkpoint, check);
+  } catch (const Error& e) {
+    // The loader's fp8 messages speak of the checkpoint's tensors; say they come from quantizing.
+    throw Error(e.kind(), std::string(e.what()) + " (loading with quantize " +
+                              std::string(quantize_name(quantize)) + ")");
+  }
 }
 
 }  // namespace braid::model

@@ -5,6 +5,9 @@
 // GPU, bf16 activations; products of up to 16 rows are exact (the GEMV), longer ones quantize the
 // activations to fp8 per 128 columns (relative error up to 2^-4 per element, ~2^-5.6 rms): the
 // bound there is the bf16 tolerance of the other engine tests widened for that.
+#include <algorithm>
+#include <cmath>
+
 #include "engine/engine.h"
 #include "test_util.h"
 #include "tiny_model.h"
@@ -93,7 +96,7 @@ TEST(Fp8CheckpointErrors, MissingScaleUnknownMethodAndBadBlockSizeAreNamed) {
   }
 }
 
-// DeepSeek-V3's layout in fp8 (dense MLP layers: fp8 experts do not load yet): the q LoRA and
+// DeepSeek-V3's layout in fp8 (dense MLP layers; with experts: Fp8Experts below): the q LoRA and
 // kv_a_proj_with_mqa packed into one fp8 matrix (its 160 rows end in a partial scale block),
 // kv_b_proj dequantized for the absorbed attention.
 TinyModelSpec deepseek_fp8_spec(bool dequantized) {
@@ -151,5 +154,145 @@ TEST(Fp8CheckpointErrors, RowsThatDoNotFillScaleBlocksAreRefused) {
                {"k_proj.weight", "64 rows", "multiple of 128"});
 }
 
+// ---------------------------------------------------------------------------------------------
+// fp8 experts (DeepSeek-V3, Qwen3-*-FP8): every expert's gate/up/down in fp8 with 128 x 128
+// block scales, run on the fp8 grouped GEMM (moe_grouped_gemm_fp8) whatever the router.
+//
+// The bound against the dequantized checkpoint. The fp8 grouped GEMM takes fp8 activations: each
+// token's normed row is quantized per 128 columns into one e4m3 term (scale amax / 448), and so is
+// the SwiGLU output h before the down projection. Everything else is the same fp32 computation on
+// the same weight values (the CPU reference sums the dequantized products exactly, in fp64), so
+// those two roundings are the whole difference:
+//   - e4m3 keeps 3 fraction bits: an element in its normal range is off by at most 2^-4 of
+//     itself; with significands spread evenly in log (Benford, as activations are), the rms
+//     relative error is 2^-4 / sqrt(3) * sqrt(E[1 / m^2]) = 0.0361 * 0.736 = eps = 0.027.
+//     (Elements below 2^-6 of the block's scale round to a fixed step of 2^-9 of it: negligible.)
+//   - independent element errors of eps pass through a product with the weights as a norm-wise
+//     relative error of eps (gate and up each); SwiGLU combines the two: sqrt(2) eps; h's own
+//     rounding adds eps: sqrt(3) eps = 0.046 on h, kept by the down projection and the routing
+//     weights' sum.
+//   - the routed output joins a residual stream that also holds the embedding, attention (and
+//     shared expert) parts; the final RMSNorm and the LM head carry the residual's relative error
+//     to the logits: sqrt(3) eps * |moe| / |residual| <= 0.046.
+// The tests check 0.05. That holds when the MoE layer is the last one: a later layer would mix the
+// error through attention and, at a near-tie of its router, choose another expert, a jump no bound
+// of this kind covers. The tiny models therefore have one dense layer, then their MoE layer;
+// greedy tokens must agree unless the reference's two candidates are nearly tied.
+constexpr double kFp8ExpertsBound = 0.05;
+
+// Experts and widths the fp8 ops take (moe_intermediate and hidden multiples of 128), with the
+// linear layers in whole 128-row blocks as fp8_spec's; layer 0 dense, layer 1 MoE.
+TinyModelSpec fp8_experts_spec(const std::string& family, bool dequantized) {
+  // DeepSeek's tiny layout has first_k_dense_replace 1.
+  TinyModelSpec s = family == "deepseek" ? deepseek_fp8_spec(dequantized)
+                                         : fp8_spec("blocks", dequantized);
+  if (family == "qwen3") {
+    s.arch = "Qwen3MoeForCausalLM";
+    s.qk_norm = true;
+    s.mlp_only_layers = {0};
+  }
+  s.fp8_experts = true;
+  s.experts = 8, s.experts_per_token = 2, s.moe_intermediate = 128;
+  return s;
+}
+
+// Rows of `vocab` logits: where the greedy tokens differ, the reference's top two candidates must
+// be within what the bound lets them move: each logit by about the bound x the row's rms, the two
+// in opposite directions, and a factor 2 to spare (4 x the bound x the rms).
+void expect_greedy_agrees_but_at_near_ties(const std::vector<float>& got,
+                                           const std::vector<float>& ref, int vocab) {
+  for (size_t r = 0; r * vocab < ref.size(); ++r) {
+    const float* g = got.data() + r * vocab;
+    const float* f = ref.data() + r * vocab;
+    const int64_t gi = std::max_element(g, g + vocab) - g, fi = std::max_element(f, f + vocab) - f;
+    if (gi == fi) continue;
+    double sq = 0;
+    for (int i = 0; i < vocab; ++i) sq += double(f[i]) * f[i];
+    EXPECT_LE(f[fi] - f[gi], 4 * kFp8ExpertsBound * std::sqrt(sq / vocab))
+        << "row " << r << ": greedy " << gi << " against the reference's " << fi;
+  }
+}
+
+class Fp8Experts : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Fp8Experts, CpuLogitsMatchTheDequantizedCheckpointWithinTheActivationRounding) {
+  TinyModelDir fp8(fp8_experts_spec(GetParam(), false)), dense(fp8_experts_spec(GetParam(), true));
+  engine::Engine a(fp8.path(), {}), b(dense.path(), {});
+  EXPECT_TRUE(a.config().fp8_experts());
+  EXPECT_FALSE(b.config().fp8_experts());
+  const int vocab = a.config().vocab_size;
+  const auto prompt = prompt_of(19, 3);
+  const auto got = a.step(prompt, true), ref = b.step(prompt, true);
+  EXPECT_LE(rel_error(got, ref), kFp8ExpertsBound);
+  expect_greedy_agrees_but_at_near_ties(got, ref, vocab);
+  for (int32_t t : prompt_of(4, 9)) {  // decode steps: one token through the same path
+    const auto g1 = a.step({t}), r1 = b.step({t});
+    EXPECT_LE(rel_error(g1, r1), kFp8ExpertsBound);
+    expect_greedy_agrees_but_at_near_ties(g1, r1, vocab);
+  }
+}
+
+// Same checkpoint, bf16 on the GPU: both sides quantize the same activations (up to the bf16
+// rounding before it) with the same rules, so the difference is the bf16 forward's, as the dense
+// fp8 models' tests above allow for it (prompts of more than 16 rows also quantize the dense
+// layers' activations on CUDA).
+TEST_P(Fp8Experts, CudaBf16MatchesTheCpu) {
+  BRAID_REQUIRE_CUDA();
+  TinyModelDir dir(fp8_experts_spec(GetParam(), false));
+  engine::Engine cpu(dir.path(), {});
+  engine::EngineOptions o;
+  o.device = Device::cuda();
+  engine::Engine gpu(dir.path(), o);
+  const auto prompt = prompt_of(40, 5);
+  EXPECT_LE(rel_error(gpu.step(prompt, true), cpu.step(prompt, true)), 6e-2);
+  for (int32_t t : prompt_of(6, 9)) EXPECT_LE(rel_error(gpu.step({t}), cpu.step({t})), 6e-2);
+  // Greedy decode through the captured CUDA graph, as served.
+  engine::Engine gpu2(dir.path(), o), cpu2(dir.path(), {});
+  gpu2.step(prompt);
+  cpu2.step(prompt);
+  int32_t token = 7;
+  for (int i = 0; i < 4; ++i) {
+    const auto ref = cpu2.step({token});
+    const int32_t next = gpu2.decode_greedy(token);
+    double sq = 0;
+    for (float v : ref) sq += double(v) * v;
+    const float best = *std::max_element(ref.begin(), ref.end());
+    // The GPU's choice is the CPU's best or nearly tied with it (as the greedy check above).
+    EXPECT_LE(best - ref[static_cast<size_t>(next)], 4 * 6e-2 * std::sqrt(sq / ref.size()))
+        << "step " << i;
+    token = next;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, Fp8Experts, ::testing::Values("qwen3", "deepseek"));
+
+TEST(Fp8ExpertsErrors, MissingScaleBadWidthPerChannelAndF16AreNamed) {
+  TinyModelSpec s = fp8_experts_spec("qwen3", false);
+  s.drop_tensor = "model.layers.1.mlp.experts.5.down_proj.weight_scale_inv";
+  TinyModelDir missing(s);
+  expect_error([&] { engine::Engine(missing.path(), {}); }, ErrorKind::io,
+               {"model.layers.1.mlp.experts.5.down_proj.weight_scale_inv", "missing"});
+
+  TinyModelSpec narrow = fp8_experts_spec("qwen3", false);
+  narrow.moe_intermediate = 64;  // not a whole 128-block: the fp8 expert GEMM cannot take it
+  TinyModelDir narrow_dir(narrow);
+  expect_error([&] { engine::Engine(narrow_dir.path(), {}); }, ErrorKind::unsupported,
+               {"model.layers.1.mlp.experts.0.gate_proj.weight", "multiples of 128"});
+
+  TinyModelSpec channel = fp8_spec("channel", false);
+  channel.arch = "Qwen3MoeForCausalLM";
+  channel.experts = 8, channel.experts_per_token = 2, channel.moe_intermediate = 128;
+  TinyModelDir channel_dir(channel);
+  expect_error([&] { engine::Engine(channel_dir.path(), {}); }, ErrorKind::unsupported,
+               {"per-channel", "experts", "128 x 128"});
+
+  TinyModelDir ok(fp8_experts_spec("qwen3", false));
+  engine::EngineOptions f16;
+  f16.dtype = DType::f16;
+  expect_error([&] { engine::Engine(ok.path(), f16); }, ErrorKind::unsupported,
+               {"fp8 experts", "f16"});
+}
+
 }  // namespace
 }  // namespace braid::test
+

@@ -24,6 +24,7 @@ struct TinyModelSpec {
   int intermediate = 96;
   bool qkv_bias = false, qk_norm = false, tied = false;
   int experts = 0, experts_per_token = 0, moe_intermediate = 48;
+  std::vector<int> mlp_only_layers;  // Qwen3-MoE: layers with a dense MLP instead of experts
   std::string dtype = "F32";  // safetensors dtype of every tensor
   std::string config_dtype = "float32";
   uint64_t seed = 1;
@@ -35,6 +36,10 @@ struct TinyModelSpec {
   // f32): the reference an fp8 checkpoint must match.
   std::string fp8;
   bool fp8_dequantized = false;
+  // With fp8 "blocks": the routed experts in fp8 too, each expert's gate/up/down with its
+  // "<name>_scale_inv" (DeepSeek-V3's and Qwen3-*-FP8's layout). Without it they stay dense, as
+  // every other format writes them.
+  bool fp8_experts = false;
   // DeepSeek-V3's layout (arch DeepseekV3ForCausalLM): multi-head latent attention with a q LoRA
   // (these widths; head_dim and kv_heads unused), and with experts a dense first layer, then MoE
   // layers with one shared expert and sigmoid routing with a score-correction bias.
@@ -97,6 +102,7 @@ class TinyModelDir {
       c["num_experts"] = s.experts;
       c["num_experts_per_tok"] = s.experts_per_token;
       c["moe_intermediate_size"] = s.moe_intermediate;
+      if (!s.mlp_only_layers.empty()) c["mlp_only_layers"] = s.mlp_only_layers;
       c["norm_topk_prob"] = true;
     }
     std::ofstream(dir_ / "config.json") << c.dump(2);
@@ -129,9 +135,16 @@ class TinyModelDir {
       for (int64_t d : shape) n *= d;
       std::vector<float> v(static_cast<size_t>(n));
       for (float& x : v) x = base + normal(rng);
-      // Linear layers, the routed experts aside (a shared expert is one).
-      const bool linear = name.ends_with("_proj.weight") && name.find(".experts.") == std::string::npos;
+      // Linear layers (kv_a_proj_with_mqa is one), the routed experts aside unless fp8_experts
+      // (a shared expert is one).
+      const bool expert = name.find(".experts.") != std::string::npos;
+      const bool linear =
+          (name.ends_with("_proj.weight") || name.ends_with("_proj_with_mqa.weight")) &&
+          (!expert || (s.fp8_experts && s.fp8 == "blocks"));
       if (s.fp8.empty() || !linear) return write(name, std::move(shape), t, v);
+      // The values a 16-bit checkpoint of this spec holds (a no-op for F32), so that its
+      // quantization at load (--quantize fp8) gives this checkpoint's bytes.
+      for (float& x : v) x = quantize(t, x);
       // Quantize: a scale per 128 x 128 block or per row = amax / 448, values e4m3(v / scale).
       const bool blocks = s.fp8 == "blocks";
       const int64_t rows = shape[0], cols = shape[1];
@@ -199,7 +212,9 @@ class TinyModelDir {
         add(p + "self_attn.q_norm.weight", {s.head_dim}, 1.0f);
         add(p + "self_attn.k_norm.weight", {s.head_dim}, 1.0f);
       }
-      if (s.experts) {
+      const bool dense_mlp = std::find(s.mlp_only_layers.begin(), s.mlp_only_layers.end(), l) !=
+                             s.mlp_only_layers.end();
+      if (s.experts && !dense_mlp) {
         add(p + "mlp.gate.weight", {s.experts, H});
         for (int e = 0; e < s.experts; ++e) {
           const std::string x = p + "mlp.experts." + std::to_string(e) + ".";

@@ -161,6 +161,9 @@ TEST(ConfigDeepseek, OcrLanguageModel) {
   EXPECT_EQ(m.eos_token_ids, std::vector<int>{1});
   EXPECT_FALSE(m.layer_is_moe(0));
   EXPECT_TRUE(m.layer_is_moe(11));
+  ASSERT_EQ(m.notes.size(), 1u);
+  EXPECT_NE(m.notes[0].find("vision encoder"), std::string::npos);
+  EXPECT_TRUE(parse(kDeepseekV2Lite).notes.empty());
   // Without language_config the top level is read, as for any model: deepseek_vl_v2 is not one.
   json top = json::parse(kDeepseekOcr);
   top.erase("language_config");

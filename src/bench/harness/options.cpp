@@ -20,4 +20,10 @@ Device device_from_option(const std::string& name, const char* command) {
               std::string(command) + ": --device must be cpu, cuda or auto, got '" + name + "'");
 }
 
+model::Quantize quantize_from_option(const std::string& name, const char* command) {
+  if (const auto q = model::quantize_from_name(name)) return *q;
+  throw Error(ErrorKind::invalid_argument, std::string(command) +
+                                               ": --quantize must be none or fp8, got '" + name + "'");
+}
+
 }  // namespace braid::bench

@@ -24,7 +24,8 @@ model::Weights random_weights(const model::ModelConfig& c, Device device, DType 
       c, device, dtype, [&](const std::string& name, const std::vector<int64_t>&, const Tensor& dst) {
         const bool norm = name.find("norm") != std::string::npos;
         const bool scale = name.ends_with("_scale_inv") || name.ends_with("_scale");
-        // fp8 linear layers: e4m3 values of stddev 64 times scales near 2.7e-4, so the weights
+        // fp8 linear layers and routed experts: e4m3 values of stddev 64 times scales near
+        // 2.7e-4 (every "_scale_inv" / "_scale", the experts' per-block ones too), so the weights
         // they stand for spread like the 16-bit ones (uniform +-0.03: stddev 0.017).
         const float lo = norm ? 0.9f : scale ? 2.5e-4f : -0.03f;
         const float hi = norm ? 1.1f : scale ? 2.9e-4f : 0.03f;

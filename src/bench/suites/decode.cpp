@@ -66,6 +66,18 @@ constexpr Preset kPresets[] = {
       "decoder_sparse_step": 1, "mlp_only_layers": [], "max_position_embeddings": 40960,
       "rope_theta": 1000000.0, "rms_norm_eps": 1e-6, "tie_word_embeddings": false,
       "torch_dtype": "bfloat16"})"},
+    // Qwen3-30B-A3B as Qwen3-30B-A3B-FP8 stores it: the attention projections and every expert
+    // in fp8 e4m3 with a scale per 128 x 128 block; embeddings, norms, routers and the LM head in
+    // bf16.
+    {"qwen3-30b-a3b-fp8", R"({"architectures": ["Qwen3MoeForCausalLM"], "vocab_size": 151936,
+      "hidden_size": 2048, "intermediate_size": 6144, "moe_intermediate_size": 768,
+      "num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 4,
+      "head_dim": 128, "num_experts": 128, "num_experts_per_tok": 8, "norm_topk_prob": true,
+      "decoder_sparse_step": 1, "mlp_only_layers": [], "max_position_embeddings": 40960,
+      "rope_theta": 1000000.0, "rms_norm_eps": 1e-6, "tie_word_embeddings": false,
+      "torch_dtype": "bfloat16",
+      "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                              "weight_block_size": [128, 128]}})"},
     // DeepSeek-V2-Lite: MLA (plain q_proj, 512-wide latent), 64 experts + 2 shared, top 6.
     {"deepseek-v2-lite", R"({"architectures": ["DeepseekV2ForCausalLM"], "vocab_size": 102400,
       "hidden_size": 2048, "intermediate_size": 10944, "moe_intermediate_size": 1408,
@@ -127,6 +139,10 @@ double linear_bytes(const model::ModelConfig& c, double rows, double cols, doubl
   }
   return rows * cols * e;
 }
+// One routed expert's matrix: fp8 with its block scales for fp8 experts, else 16-bit.
+double expert_bytes(const model::ModelConfig& c, double rows, double cols, double e) {
+  return c.fp8_experts() ? linear_bytes(c, rows, cols, e) : rows * cols * e;
+}
 }  // namespace
 
 namespace {
@@ -174,7 +190,13 @@ std::map<std::string, double> decode_component_bytes(const model::ModelConfig& c
     } else {
       const double reachable = std::min<double>(c.num_experts, double(batch) * c.experts_per_token);
       b["moe_router"] += (H + c.num_experts * H) * e;
-      b["moe_experts"] += reachable * 3.0 * H * c.moe_intermediate_size * e;
+      const double I = c.moe_intermediate_size;
+      if (c.fp8_experts()) {  // the fp8 path marks its two grouped GEMMs (forward())
+        b["moe_gate_up"] += reachable * expert_bytes(c, 2 * I, H, e);
+        b["moe_down"] += reachable * expert_bytes(c, H, I, e);
+      } else {
+        b["moe_experts"] += reachable * 3.0 * H * I * e;
+      }
       if (c.n_shared_experts > 0)
         b["moe_shared_experts"] += linear_bytes(c, 3.0 * c.n_shared_experts * c.moe_intermediate_size, H, e);
     }
@@ -202,8 +224,10 @@ double decode_step_bytes(const model::ModelConfig& c, int batch, int context, si
                 linear_bytes(c, H, c.intermediate_size, e);
     } else {
       const double reachable = std::min<double>(c.num_experts, double(batch) * c.experts_per_token);
-      weights += c.num_experts * H + reachable * 3.0 * H * c.moe_intermediate_size;
-      linear += linear_bytes(c, 3.0 * c.n_shared_experts * c.moe_intermediate_size, H, e);
+      const double I = c.moe_intermediate_size;
+      weights += c.num_experts * H;  // the router
+      linear += reachable * (expert_bytes(c, 2 * I, H, e) + expert_bytes(c, H, I, e)) +
+                linear_bytes(c, 3.0 * c.n_shared_experts * I, H, e);
     }
   }
   // The greedy step writes token ids, not logits (rms_norm_gemm_argmax).

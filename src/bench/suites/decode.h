@@ -32,6 +32,7 @@ std::map<std::string, double> decode_component_bytes(const model::ModelConfig& c
 struct DecodeOptions {
   std::string preset;     // a decode_preset name, or
   std::string model_dir;  // a Hugging Face folder
+  std::string quantize = "none";  // model_dir's load-time quantization (--quantize none | fp8)
   int batch = 1;
   int context = 1024;     // tokens already in each sequence's KV cache
   int device = 0;

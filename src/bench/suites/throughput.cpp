@@ -186,6 +186,7 @@ ThroughputRun run_throughput(const ThroughputOptions& o) {
     label = o.shape + " (random weights)";
   } else {
     eng = std::make_unique<engine::LLMEngine>(o.model_dir, o.engine);
+    if (o.engine.quantize != model::Quantize::none) label += " (quantize fp8)";
   }
   const model::ModelConfig& config = eng->model_config();
   const size_t dtype_bytes = dtype_size(eng->dtype());
@@ -304,6 +305,7 @@ SuiteRun throughput_command(CLI::App& cmd) {
   struct Args {
     ThroughputOptions options;
     std::string device = "auto";
+    std::string quantize = "none";
     bool enforce_eager = false, no_prefix_caching = false;
   };
   auto a = std::make_shared<Args>();
@@ -311,6 +313,9 @@ SuiteRun throughput_command(CLI::App& cmd) {
   auto* model = cmd.add_option("--model", o.model_dir, "Hugging Face model folder");
   auto* shape = cmd.add_option("--shape", o.shape, "A named model shape with random weights (CUDA)");
   model->excludes(shape);
+  cmd.add_option("--quantize", a->quantize, std::string(kQuantizeHelp) + " (with --model)")
+      ->capture_default_str()
+      ->needs(model);
   cmd.add_option("--input-len", o.input_len, "Prompt tokens")->capture_default_str();
   cmd.add_option("--output-len", o.output_len, "Generated tokens per prompt")->capture_default_str();
   cmd.add_option("--num-prompts", o.num_prompts, "Prompts")->capture_default_str();
@@ -336,6 +341,7 @@ SuiteRun throughput_command(CLI::App& cmd) {
   return [a] {
     ThroughputOptions o = a->options;
     o.engine.device = device_from_option(a->device, "bench throughput");
+    o.engine.quantize = quantize_from_option(a->quantize, "bench throughput");
     o.engine.cuda_graphs = !a->enforce_eager;
     o.engine.enable_prefix_caching = !a->no_prefix_caching;
     if (o.engine.max_model_len == 0)

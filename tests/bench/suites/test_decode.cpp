@@ -37,6 +37,25 @@ TEST(BenchDecode, KvCacheAndExpertsScaleWithBatchAndContext) {
   EXPECT_NEAR(decode_step_bytes(moe, 64, 1, 2) - decode_step_bytes(moe, 32, 1, 2), 32 * per_seq, 1);
 }
 
+// Qwen3-30B-A3B-FP8: every expert a step reaches is read as fp8 values plus one f32 scale per
+// 128 x 128 block (gate|up: 12 x 16 blocks, down: 16 x 6), half the bf16 preset's bytes.
+TEST(BenchDecode, Fp8ExpertsAreReadAtOneBytePerWeight) {
+  const auto fp8 = decode_preset("qwen3-30b-a3b-fp8");
+  EXPECT_TRUE(fp8.fp8_experts());
+  const double expert = (3.0 * 2048 * 768 + (12 * 16 + 16 * 6) * 4.0) * 48;
+  const double per_seq = 2048 * 2 + 2.0 * 48 * 512 * 2;
+  EXPECT_NEAR(decode_step_bytes(fp8, 2, 1, 2) - decode_step_bytes(fp8, 1, 1, 2),
+              8 * expert + per_seq, 1);
+  // The breakdown puts the experts' bytes under the fp8 path's two grouped GEMMs.
+  const auto parts = decode_component_bytes(fp8, 1, 1, 2);
+  EXPECT_EQ(parts.count("moe_experts"), 0u);
+  EXPECT_NEAR(parts.at("moe_gate_up") + parts.at("moe_down"), 8 * expert, 1);
+  double sum = 0;
+  for (const auto& [component, bytes] : decode_component_bytes(fp8, 4, 2048, 2)) sum += bytes;
+  const double kv_written = 2.0 * fp8.num_layers * 4 * fp8.kv_dim() * 2;
+  EXPECT_NEAR(sum, decode_step_bytes(fp8, 4, 2048, 2) + kv_written, 1.0);
+}
+
 TEST(BenchDecode, UnknownShapeListsTheKnownOnes) {
   try {
     decode_preset("gpt-5");

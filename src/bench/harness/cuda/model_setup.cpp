@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -30,11 +31,13 @@ std::unique_ptr<ModelUnderTest> setup_model(const ModelSetupOptions& o) {
   const DType dtype = DType::bf16;
   auto m = std::make_unique<ModelUnderTest>();
   m->random_weights = o.model_dir.empty();
-  m->config = m->random_weights ? o.shape : model::load_config(o.model_dir);
+  m->config = m->random_weights ? o.shape
+                                : model::quantized_config(model::load_config(o.model_dir), o.quantize);
   m->label = m->random_weights ? o.label : o.model_dir;
   m->weights = m->random_weights
                    ? random_weights(m->config, dev, dtype, &m->random_tensors)
-                   : model::load_weights(m->config, model::Checkpoint::open(o.model_dir), dev, dtype);
+                   : model::load_weights(m->config, model::Checkpoint::open(o.model_dir), dev, dtype,
+                                         o.quantize);
   m->cache = std::make_unique<engine::KVCache>(m->config, o.context, 16, dev, dtype, o.sequences);
   if (o.random_kv) {
     for (size_t l = 0; l < m->cache->k.size(); ++l) {
@@ -119,10 +122,16 @@ std::vector<float> cpu_reference_logits(const ModelUnderTest& m, int past, int n
     throw Error(ErrorKind::invalid_argument, "bench: the CPU reference needs a random-weight model");
   std::map<std::string, Tensor> on_device(m.random_tensors.begin(), m.random_tensors.end());
   const Device cpu = Device::cpu();
-  // bf16 values on the device into a CPU tensor (fp32, or bf16 as they are) of as many elements.
+  // bf16 values on the device into a CPU tensor (fp32, or bf16 as they are) of as many elements;
+  // values of the destination's own dtype (fp8 weights, their f32 scales, f32 router biases)
+  // as they are.
   auto bf16_to_host_f32 = [&](const Tensor& src, const Tensor& dst) {
     OwnedTensor host(src.dtype, std::vector<int64_t>(src.shape, src.shape + src.ndim), cpu);
     copy(src, host.view());
+    if (src.dtype == dst.dtype) {
+      std::memcpy(dst.data, host.view().data, dst.nbytes());
+      return;
+    }
     const uint16_t* bits = host.view().ptr<uint16_t>();
     if (dst.dtype == DType::bf16) {
       std::copy(bits, bits + dst.numel(), dst.ptr<uint16_t>());

@@ -20,6 +20,7 @@ namespace braid::bench {
 
 struct ModelSetupOptions {
   std::string model_dir;    // a Hugging Face folder (its weights), or
+  model::Quantize quantize = model::Quantize::none;  // model_dir's, quantized at load
   model::ModelConfig shape; // used when model_dir is empty: random bf16 weights of this shape
   std::string label;        // the shape's name for reports ("" for a checkpoint: its folder)
   int sequences = 1;        // KV cache sequences

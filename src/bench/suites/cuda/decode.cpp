@@ -14,6 +14,7 @@
 #include "bench/harness/cuda/kernels.h"
 #include "bench/harness/cuda/model_setup.h"
 #include "bench/harness/cuda/timer.h"
+#include "bench/harness/options.h"
 #include "braid/buffer.h"
 #include "braid/error.h"
 #include "braid/ops.h"
@@ -108,6 +109,7 @@ Report run_decode(const DecodeOptions& o) {
 
   ModelSetupOptions so;
   so.model_dir = o.model_dir;
+  so.quantize = quantize_from_option(o.quantize, "bench decode");
   if (o.model_dir.empty()) so.shape = decode_preset(o.preset);
   so.label = o.preset;
   so.sequences = o.batch;
@@ -140,8 +142,9 @@ Report run_decode(const DecodeOptions& o) {
   BRAID_CUDA_CHECK(cudaDeviceSynchronize());
   const int kernels = count_kernels(step);
 
-  const std::string params = fmt::format("{} batch {} context {}",
-                                         o.model_dir.empty() ? o.preset : o.model_dir, B, o.context);
+  const std::string params =
+      fmt::format("{}{} batch {} context {}", o.model_dir.empty() ? o.preset : o.model_dir,
+                  so.quantize == model::Quantize::none ? "" : " quantize fp8", B, o.context);
   const double bytes = decode_step_bytes(c, B, o.context, dtype_size(dtype));
   const std::string note =
       fmt::format("{} kernels/step, weights {:.2f} GB{}", kernels, w.bytes / 1e9,
@@ -183,6 +186,9 @@ SuiteRun decode_command(CLI::App& cmd) {
   auto* shape = cmd.add_option("--shape", o->preset, "Model shape with random weights: " + names);
   auto* model = cmd.add_option("--model", o->model_dir, "A Hugging Face model folder");
   shape->excludes(model);
+  cmd.add_option("--quantize", o->quantize, std::string(kQuantizeHelp) + " (with --model)")
+      ->capture_default_str()
+      ->needs(model);
   cmd.add_option("--batch", o->batch, "Sequences decoded together")->capture_default_str();
   cmd.add_option("--context", o->context, "Tokens in each sequence's KV cache")
       ->capture_default_str();
@@ -194,6 +200,7 @@ SuiteRun decode_command(CLI::App& cmd) {
     if (o->preset.empty() && o->model_dir.empty())
       throw Error(ErrorKind::invalid_argument, "bench decode: give --shape NAME or --model DIR");
     if (!o->preset.empty()) decode_preset(o->preset);  // names a bad shape
+    quantize_from_option(o->quantize, "bench decode");   // a bad value, before the GPU check
     if (!cuda_available())
       return not_measured("braidinfer bench decode: no usable CUDA device (nothing to measure)");
     const Report run = run_decode(*o);
