@@ -264,14 +264,14 @@ void attention(const Tensor& q, const Tensor& cu_seqlens_q, const PagedKV& kv, b
 // r >= 1, dr >= 0, softmax_scale finite. Scores, softmax and the weighted sum are fp32. Index
 // values are checked on the CPU only, as in attention(). On CUDA: f16/bf16, r a multiple of 64 up
 // to 512, dr a multiple of 32 up to 64 (DeepSeek-V2/V3: 512 and 64) and a 16-byte aligned cache;
-// others ErrorKind::unsupported. There a block takes one query token, up to 16 of its heads and
-// one chunk of its keys, so each cached row is read once for all those heads; when such blocks
-// would not fill the GPU (few query tokens: decode) the keys are cut into several chunks
-// (split-KV) whose partial results go to the workspace and a second kernel merges them. The chunk
-// count depends only on shapes (total_q, heads, the page table's capacity) and the GPU, never on
-// index values: no allocation, no host synchronisation, graph-capturable. The workspace size is 0
-// (one chunk per token) when total_q * ceil(heads / 16) >= 512, e.g. a prefill chunk, or when
-// max_kv_len <= 256.
+// others ErrorKind::unsupported. There a block takes one query token, up to 16 of its heads (64
+// on Hopper for r 512, dr 64 and at least 64 heads) and one chunk of its keys, so each cached row
+// is read once for all those heads; when such blocks would not fill the GPU (few query tokens:
+// decode) the keys are cut into several chunks (split-KV, down to 64 keys a chunk) whose partial
+// results go to the workspace and a second kernel merges them. The chunk count depends only on
+// shapes (total_q, heads, the page table's capacity) and the GPU, never on index values: no
+// allocation, no host synchronisation, graph-capturable. The workspace size is 0 (one chunk per
+// token) when total_q * ceil(heads / 16) >= 512, e.g. a prefill chunk, or when max_kv_len <= 64.
 int64_t attention_mla_workspace_floats(int64_t total_q, int64_t heads, int64_t r,
                                        int64_t max_kv_len);
 void attention_mla(const Tensor& q_latent, const Tensor& q_rope, const Tensor& cu_seqlens_q,

@@ -20,12 +20,13 @@ namespace {
 constexpr const char* kOp = "attention_mla";
 
 // The split-KV bound. A CUDA block takes one query token and kHeadsPerBlock of its heads (a
-// "unit"); the keys are cut into chunks of at least kMinSplitKeys (an MLA row is ~1 KiB, so a
-// chunk is a few hundred KiB) and units * chunks stays within kMaxSplitBlocks, about two waves
-// of resident blocks on an H100/H200. Enough tokens fill the GPU alone: then one chunk per token
-// and no workspace.
+// "unit"; the Hopper kernel's blocks take 64 heads, so it has fewer units and this bound holds
+// for it too); the keys are cut into chunks of at least kMinSplitKeys (an MLA row is ~1 KiB, so
+// a chunk is at least 72 KiB: small decode batches get enough blocks to fill the GPU) and
+// units * chunks stays within kMaxSplitBlocks, about two waves of resident blocks on an
+// H100/H200. Enough tokens fill the GPU alone: then one chunk per token and no workspace.
 constexpr int64_t kHeadsPerBlock = 16;
-constexpr int64_t kMinSplitKeys = 256;
+constexpr int64_t kMinSplitKeys = 64;
 constexpr int64_t kMaxSplitBlocks = 512;
 
 int64_t max_splits(int64_t total_q, int64_t heads, int64_t max_kv_len) {

@@ -273,7 +273,9 @@ TEST(AttentionMlaReference, WorkspaceBound) {
   EXPECT_GT(ops::attention_mla_workspace_floats(4, 16, 512, 163840), 0);
   EXPECT_EQ(ops::attention_mla_workspace_floats(512, 16, 512, 163840), 0);
   EXPECT_EQ(ops::attention_mla_workspace_floats(64, 128, 512, 163840), 0);
-  EXPECT_EQ(ops::attention_mla_workspace_floats(4, 16, 512, 256), 0);
+  EXPECT_EQ(ops::attention_mla_workspace_floats(4, 16, 512, 64), 0);
+  // Small batches split short caches too (chunks down to 64 keys).
+  EXPECT_GT(ops::attention_mla_workspace_floats(4, 16, 512, 256), 0);
   EXPECT_EQ(ops::attention_mla_workspace_floats(0, 16, 512, 4096), 0);
   // Never more than about kMaxSplitBlocks (512) chunks of 16 heads, whatever the call.
   for (int64_t tokens : {1, 3, 17, 100, 511})

@@ -1,8 +1,9 @@
 // attention_mla on CUDA against the CPU reference: decode batches (one query per sequence, caches
 // of 1 to ~3000 rows, several sequences, pages in shuffled order, page tables far longer than the
-// sequences), ragged causal prefill chunks after cached prefixes, heads 1 / 16 / 20 / 128, r / dr
-// 64 / 32, 128 / 64 and 512 / 64, bf16 and f16, lse given or not, split-KV and one-chunk calls,
-// strided views, and a CUDA graph replayed over new kv_lens. Skipped without a GPU.
+// sequences), ragged causal prefill chunks after cached prefixes, heads 1 / 16 / 20 / 64 / 80 /
+// 128 (64 and up at r 512 / dr 64: the Hopper kernel), r / dr 64 / 32, 128 / 64 and 512 / 64,
+// bf16 and f16, lse given or not, split-KV and one-chunk calls, strided views, and a CUDA graph
+// replayed over new kv_lens. Skipped without a GPU.
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -105,6 +106,13 @@ INSTANTIATE_TEST_SUITE_P(
         MlaCase{DType::f16, 16, 64, 32, 16, decode(kMixedLens), 1, true, false, 4.0f, "sharp"},
         MlaCase{DType::bf16, 128, 512, 64, 64, decode({1, 300, 3000}), 1, true, true, 1.0f, "v3"},
         MlaCase{DType::f16, 16, 512, 64, 16, decode({2999, 1, 64}), 1, true, false, 1.0f, "v3tp8"},
+        // The Hopper kernel (64-head blocks, 64-key tiles): lengths around its tiles, f16, a
+        // partial second head group.
+        MlaCase{DType::bf16, 128, 512, 64, 64, decode({1, 63, 64, 65, 127, 128, 129, 4096}), 1,
+                true, true, 2.0f, "v3tiles"},
+        MlaCase{DType::f16, 64, 512, 64, 16, decode({2999, 64, 1}), 1, true, true, 1.0f, "v3f16"},
+        MlaCase{DType::bf16, 80, 512, 64, 32, random_decode(5, 700, 7), 1, true, false, 1.0f,
+                "heads80"},
         MlaCase{DType::bf16, 1, 64, 32, 1, decode({3000}), 1, true, true, 1.0f, "onehead"},
         MlaCase{DType::bf16, 20, 128, 64, 7, decode({100, 2048, 5}), 1, true, true, 2.0f,
                 "heads20"},
@@ -136,14 +144,20 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(AttentionMlaCuda, StridedViews) {
   // q_latent and q_rope as the two parts of one [T, H, r + dr] projection output, out as a head
   // slice of a wider buffer whose other heads must stay untouched; lse not requested.
+  // The second shape takes the Hopper kernel, its q rows an odd number of elements apart (no
+  // 16-byte copies).
   BRAID_REQUIRE_CUDA();
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  const int64_t H = 16, r = 64, dr = 32;
+  struct Shape {
+    int64_t H, r, dr, pad;
+  };
+  for (const Shape& shape : {Shape{16, 64, 32, 0}, Shape{64, 512, 64, 1}})
   for (const std::vector<MlaSeq>& seqs : {decode({40, 3000}), kRagged}) {
+    const int64_t H = shape.H, r = shape.r, dr = shape.dr;
     const MlaBatch b = make_mla_batch(DType::bf16, H, r, dr, 16, seqs, 1, seed);
     const int64_t T = b.total_q();
-    auto packed = random_host(DType::bf16, {T, H, r + dr}, seed + 7);
+    auto packed = random_host(DType::bf16, {T, H, r + dr + shape.pad}, seed + 7);
     const Tensor ql = packed.view().slice(2, 0, r), qr = packed.view().slice(2, r, r + dr);
     for (int64_t i = 0; i < T * H; ++i) {
       const int64_t t = i / H, h = i % H;
