@@ -549,9 +549,24 @@ void moe_fp8_block_scale(const Tensor& routing_logits, const Tensor& routing_bia
 //   out          [T, H] x's dtype, rows; may be x itself
 // An expert id outside [0, E) is an error on the CPU; on CUDA (where checking would need a host
 // synchronisation) that (t, j) pair contributes nothing.
+//
+// FP8 experts (the overload with scales; the fp8 grouped path's weights, Builder::experts' layout):
+//   gate_up        [E, 2*I, H] f8e4m3, contiguous;  gate_up_scale [E, 2*I/128, H/128] f32, contiguous
+//   down           [E, H, I] f8e4m3, contiguous;    down_scale    [E, H/128, I/128] f32, contiguous
+// with H % 128 == 0 and I % 128 == 0 (so gate and up rows never share a scale block). A weight is
+// its e4m3 value times its 128 x 128 block's scale; the products with x (and h) are exact and
+// summed in fp32 (fp64 on the CPU), the dense fp8 GEMV's arithmetic: the activations are not
+// quantized, unlike moe_grouped_gemm_fp8's. The roundings are those above. x is f16/bf16 (f32 on
+// the CPU only). With 16-bit weights both scales must be undefined (the overload without them).
 void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
                  const Tensor& gate_up, const Tensor& down, const Tensor& workspace,
-                 const Tensor& out, Stream stream = {});
+                 const Tensor& out, const Tensor& gate_up_scale, const Tensor& down_scale,
+                 Stream stream = {});
+inline void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
+                        const Tensor& gate_up, const Tensor& down, const Tensor& workspace,
+                        const Tensor& out, Stream stream = {}) {
+  moe_experts(x, topk_weights, topk_ids, gate_up, down, workspace, out, Tensor{}, Tensor{}, stream);
+}
 
 // ---------------------------------------------------------------------------------------------
 // kv_append: writes new keys and values into a paged KV cache. Token i goes to slot slots[i],

@@ -14,7 +14,8 @@ namespace braid::model {
 // MoE layers run the GEMV kernels (moe_experts), which read each chosen expert's weights once per
 // token, for steps of up to this many tokens; longer steps in f16/bf16 run the permuted grouped
 // GEMMs (moe_permute -> moe_gather -> moe_grouped_gemm x 2 -> moe_combine), which read them once.
-// fp8 experts (ModelConfig::fp8_experts) take the fp8 grouped GEMMs at every step size.
+// fp8 experts (ModelConfig::fp8_experts) split the same way, their longer steps on the fp8 grouped
+// GEMMs (in f32 on CUDA those take every step: moe_experts' kernels need f16/bf16 there).
 inline constexpr int kMoeGemvMaxTokens = 16;
 
 // Activations for up to max_tokens tokens per step, allocated once. With decode_kv_capacity > 0
@@ -45,9 +46,10 @@ struct Workspace {
   OwnedTensor decode_attention;  // f32 scratch of attention_decode
   OwnedTensor gathered_k, gathered_v;  // [gather_tokens, kv_heads, head_dim]: paged_kv_gather's
 
-  // Whether a step of n tokens runs the 16-bit grouped MoE path.
+  // Whether a step of n tokens runs the grouped MoE path (16-bit or fp8) rather than the GEMV
+  // path (moe_experts): beyond moe_gemv_max_tokens, or always when there is no GEMV path.
   bool moe_grouped(int n) const {
-    return !moe_fp8 && moe_xs.view().ndim != 0 && n > moe_gemv_max_tokens;
+    return moe_xs.view().ndim != 0 && (n > moe_gemv_max_tokens || moe_hidden.view().ndim == 0);
   }
 };
 

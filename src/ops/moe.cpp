@@ -59,7 +59,8 @@ void check_expert_ids(const char* op, const Tensor& topk_ids, int64_t experts) {
 
 void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
                  const Tensor& gate_up, const Tensor& down, const Tensor& workspace,
-                 const Tensor& out, Stream stream) {
+                 const Tensor& out, const Tensor& gate_up_scale, const Tensor& down_scale,
+                 Stream stream) {
   const char* op = "moe_experts";
   check::defined(op, "x", x);
   check::defined(op, "topk_weights", topk_weights);
@@ -86,7 +87,19 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
   check::same_shape(op, "topk_weights", topk_weights, topk_ids);
   check::contiguous(op, "topk_weights", topk_weights);
 
-  check::dtype_eq(op, "gate_up", gate_up, x.dtype);
+  // fp8 weights come with their block scales; 16-bit weights are x's dtype and take none.
+  const bool fp8 = gate_up.dtype == DType::f8e4m3;
+  if (fp8) {
+    check::dtype_in(op, "x", x, {DType::f16, DType::bf16, DType::f32});
+    check::defined(op, "gate_up_scale", gate_up_scale);
+    check::defined(op, "down_scale", down_scale);
+  } else {
+    check::dtype_eq(op, "gate_up", gate_up, x.dtype);
+    if (gate_up_scale.data || down_scale.data)
+      check::fail(ErrorKind::invalid_argument, op, gate_up_scale.data ? "gate_up_scale" : "down_scale",
+                  "no scales for " + std::string(dtype_name(x.dtype)) + " weights",
+                  "a defined tensor");
+  }
   check::ndim_eq(op, "gate_up", gate_up, 3);
   check::dim_eq(op, "gate_up", gate_up, 2, hidden, "hidden size, as in x");
   check::contiguous(op, "gate_up", gate_up);
@@ -95,9 +108,24 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
     check::fail(ErrorKind::shape, op, "gate_up",
                 "[experts, 2 * intermediate, hidden] with experts and intermediate > 0",
                 shape_string(gate_up));
-  check::dtype_eq(op, "down", down, x.dtype);
+  check::dtype_eq(op, "down", down, gate_up.dtype);
   check::shape_eq(op, "down", down, {experts, hidden, inter});
   check::contiguous(op, "down", down);
+  if (fp8) {
+    // Whole 128 x 128 blocks along both widths: the gate's and the up's rows never share a scale
+    // block, and a kernel's slices of H or I are whole blocks.
+    constexpr int64_t B = kFp8Block;
+    if (hidden % B != 0 || inter % B != 0)
+      check::fail(ErrorKind::shape, op, "gate_up",
+                  "hidden and intermediate sizes that are multiples of 128 (fp8 block scales)",
+                  shape_string(gate_up));
+    check::dtype_eq(op, "gate_up_scale", gate_up_scale, DType::f32);
+    check::shape_eq(op, "gate_up_scale", gate_up_scale, {experts, 2 * inter / B, hidden / B});
+    check::contiguous(op, "gate_up_scale", gate_up_scale);
+    check::dtype_eq(op, "down_scale", down_scale, DType::f32);
+    check::shape_eq(op, "down_scale", down_scale, {experts, hidden / B, inter / B});
+    check::contiguous(op, "down_scale", down_scale);
+  }
 
   check::dtype_eq(op, "workspace", workspace, DType::f32);
   check::shape_eq(op, "workspace", workspace, {tokens * k, inter});
@@ -112,15 +140,23 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
                                        {"gate_up", &gate_up},
                                        {"down", &down},
                                        {"workspace", &workspace},
-                                       {"out", &out}});
+                                       {"out", &out},
+                                       {"gate_up_scale", &gate_up_scale},
+                                       {"down_scale", &down_scale}});
+  if (fp8 && dev.is_cuda() && x.dtype == DType::f32)
+    check::fail(ErrorKind::unsupported, op, "x",
+                "f16 or bf16 activations with fp8 weights on CUDA (the kernels' tensor-core path)",
+                "f32");
   if (out.numel() == 0) return;
   if (dev.is_cpu()) {
     check_expert_ids(op, topk_ids, experts);
-    return cpu::moe_experts(x, topk_weights, topk_ids, gate_up, down, workspace, out);
+    return cpu::moe_experts(x, topk_weights, topk_ids, gate_up, down, gate_up_scale, down_scale,
+                            workspace, out);
   }
 #if BRAID_WITH_CUDA
   DeviceGuard guard(dev);
-  cuda::moe_experts(x, topk_weights, topk_ids, gate_up, down, workspace, out, stream);
+  cuda::moe_experts(x, topk_weights, topk_ids, gate_up, down, gate_up_scale, down_scale,
+                    workspace, out, stream);
 #else
   (void)stream;
 #endif

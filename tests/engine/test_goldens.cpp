@@ -188,6 +188,29 @@ TEST_P(Goldens, CudaMatchesTransformersInBf16) {
   expect_bf16_matches(load_golden(GetParam()), o);
 }
 
+// Greedy decoding as generate and the server's batch-1 steps run it: each step replayed from the
+// captured CUDA graph with the fused norm + LM head + argmax. Fed the fp32 tokens, its choices
+// must be the reference's wherever the top-two gap is clear (or transformers' own bf16 choice on
+// the same prefix, as above).
+TEST_P(Goldens, CudaGraphGreedyDecodeMatchesTransformers) {
+  BRAID_REQUIRE_CUDA();
+  const Golden g = load_golden(GetParam());
+  engine::EngineOptions o;
+  o.device = Device::cuda();
+  engine::Engine eng(g.dir.string(), o);
+  eng.step(g.prompt);
+  int compared = 0;
+  for (size_t i = 1; i < g.tokens.size(); ++i) {
+    const int32_t got = eng.decode_greedy(g.tokens[i - 1]);
+    if (!clear_gap(g.top2_gap[i], row(g.decode, i, g.V))) continue;
+    const bool hf_bf16_choice = i <= g.bf16_same_prefix && got == g.tokens_bf16[i];
+    EXPECT_TRUE(got == g.tokens[i] || hf_bf16_choice)
+        << g.name << " step " << i << ": chose " << got << ", fp32 " << g.tokens[i];
+    ++compared;
+  }
+  EXPECT_GT(compared, 0) << g.name;
+}
+
 // The golden prompts are shorter than the steps that take the grouped MoE path by default: this
 // runs every step of the MoE families through it (permute, grouped GEMMs, combine).
 TEST_P(Goldens, CudaGroupedMoeMatchesTransformersInBf16) {

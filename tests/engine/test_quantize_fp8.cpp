@@ -5,7 +5,6 @@
 // same logits to the last bit.
 #include <cstring>
 
-#include "bench/harness/options.h"
 #include "engine/engine.h"
 #include "engine/llm_engine.h"
 #include "model/safetensors.h"
@@ -124,17 +123,11 @@ TEST(QuantizeFp8Blocks, ANonFiniteValueIsAnErrorNamingTheTensor) {
                ErrorKind::io, {"model.x.weight", "infinity or NaN"});
 }
 
-TEST(QuantizeFp8Option, NamesConfigAndTheCommandLineValue) {
+TEST(QuantizeFp8Option, NamesAndConfig) {
   EXPECT_EQ(model::quantize_from_name("fp8"), model::Quantize::fp8);
   EXPECT_EQ(model::quantize_from_name("none"), model::Quantize::none);
   EXPECT_EQ(model::quantize_from_name("int4"), std::nullopt);
   EXPECT_EQ(model::quantize_from_name("FP8"), std::nullopt);
-  EXPECT_EQ(bench::quantize_from_option("fp8", "generate"), model::Quantize::fp8);
-  EXPECT_EQ(bench::quantize_from_option("none", "serve"), model::Quantize::none);
-  expect_error([] { bench::quantize_from_option("int8", "generate"); }, ErrorKind::invalid_argument,
-               {"generate", "--quantize", "none or fp8", "'int8'"});
-  expect_error([] { bench::quantize_from_option("", "bench decode"); }, ErrorKind::invalid_argument,
-               {"bench decode", "--quantize"});
 
   model::ModelConfig c;
   EXPECT_EQ(model::quantized_config(c, model::Quantize::none).weights, model::WeightFormat::dense);

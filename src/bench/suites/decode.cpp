@@ -191,9 +191,8 @@ std::map<std::string, double> decode_component_bytes(const model::ModelConfig& c
       const double reachable = std::min<double>(c.num_experts, double(batch) * c.experts_per_token);
       b["moe_router"] += (H + c.num_experts * H) * e;
       const double I = c.moe_intermediate_size;
-      if (c.fp8_experts()) {  // the fp8 path marks its two grouped GEMMs (forward())
-        b["moe_gate_up"] += reachable * expert_bytes(c, 2 * I, H, e);
-        b["moe_down"] += reachable * expert_bytes(c, H, I, e);
+      if (c.fp8_experts()) {  // decode steps read fp8 rows and scales through moe_experts too
+        b["moe_experts"] += reachable * (expert_bytes(c, 2 * I, H, e) + expert_bytes(c, H, I, e));
       } else {
         b["moe_experts"] += reachable * 3.0 * H * I * e;
       }

@@ -37,8 +37,10 @@ void moe_route_softmax_grouped(const Tensor& logits, int n_group, int topk_group
 // and moe_route_softmax_grouped get the same bits: p[e] = exp(x[e] - max) in fp32 (max skips
 // NaN), divided by their sum, which is taken in fp64 in expert order; rounded once.
 void router_softmax(const float* x, int64_t n, float* p);
+// gate_up_scale / down_scale: the fp8 weights' block scales, undefined for 16-bit weights.
 void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
-                 const Tensor& gate_up, const Tensor& down, const Tensor& workspace,
+                 const Tensor& gate_up, const Tensor& down, const Tensor& gate_up_scale,
+                 const Tensor& down_scale, const Tensor& workspace,
                  const Tensor& out);
 void moe_grouped_gemm(const Tensor& x, const Tensor& w, const Tensor& expert_offsets,
                       ops::MoeActivation activation, const Tensor& y);

@@ -49,6 +49,16 @@ double dot(const float* x, const float* y, int64_t n) {
   return (s0 + s1) + (s2 + s3);
 }
 
+// An fp8 weight row's dot product with x: per 128-column block, the exact sum of the e4m3 values
+// times x, times the block's scale (fp64 throughout: every product and scaling is exact).
+double dot_block_scaled(const float* w, const float* x, int64_t n, const float* scales) {
+  constexpr int64_t B = ops::kFp8Block;
+  double s = 0;
+  for (int64_t c = 0; c < n; c += B)
+    s += static_cast<double>(scales[c / B]) * dot(w + c, x + c, std::min(B, n - c));
+  return s;
+}
+
 }  // namespace
 
 void router_softmax(const float* x, int64_t n, float* p) {
@@ -100,11 +110,22 @@ void moe_route_topk_softmax(const Tensor& logits, int k, bool renormalize,
 }
 
 void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
-                 const Tensor& gate_up, const Tensor& down, const Tensor& workspace,
-                 const Tensor& out) {
+                 const Tensor& gate_up, const Tensor& down, const Tensor& gate_up_scale,
+                 const Tensor& down_scale, const Tensor& workspace, const Tensor& out) {
   const int64_t tokens = x.shape[0], hidden = x.shape[1];
   const int64_t k = topk_ids.shape[1], inter = down.shape[2];
-  const DType dt = x.dtype;
+  const DType dt = x.dtype, wt = gate_up.dtype;
+  // fp8 weights: one scale per 128 x 128 block, [E, 2I / 128, H / 128] and [E, H / 128, I / 128].
+  const bool fp8 = wt == DType::f8e4m3;
+  const int64_t B = ops::kFp8Block;
+  const float* gu_scale = fp8 ? gate_up_scale.ptr<float>() : nullptr;
+  const float* dn_scale = fp8 ? down_scale.ptr<float>() : nullptr;
+  // w's row (`row` of expert e's [rows, n] matrix) . v: plain, or per scale block for fp8.
+  auto row_dot = [&](const float* w, const float* v, int64_t n, const float* scale, int64_t e,
+                     int64_t rows, int64_t row) {
+    if (!fp8) return dot(w, v, n);
+    return dot_block_scaled(w, v, n, scale + (e * (rows / B) + row / B) * (n / B));
+  };
   std::vector<float> xf(static_cast<size_t>(hidden)), gate(static_cast<size_t>(hidden)),
       up(static_cast<size_t>(hidden)), row(static_cast<size_t>(inter));
   float* ws = workspace.ptr<float>();
@@ -117,11 +138,13 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
       float* h = ws + (t * k + j) * inter;
       for (int64_t i = 0; i < inter; ++i) {
         const int64_t gate_row = (e * 2 * inter + i) * hidden, up_row = gate_row + inter * hidden;
-        row_to_floats(gate_up.data, dt, gate_row, hidden, gate.data());
-        row_to_floats(gate_up.data, dt, up_row, hidden, up.data());
+        row_to_floats(gate_up.data, wt, gate_row, hidden, gate.data());
+        row_to_floats(gate_up.data, wt, up_row, hidden, up.data());
         // g and u rounded as a gemm's output would be; silu(g) * u in fp32, rounded once.
-        const float g = quantize(dt, static_cast<float>(dot(gate.data(), xf.data(), hidden)));
-        const float u = quantize(dt, static_cast<float>(dot(up.data(), xf.data(), hidden)));
+        const double gd = row_dot(gate.data(), xf.data(), hidden, gu_scale, e, 2 * inter, i);
+        const double ud = row_dot(up.data(), xf.data(), hidden, gu_scale, e, 2 * inter, inter + i);
+        const float g = quantize(dt, static_cast<float>(gd));
+        const float u = quantize(dt, static_cast<float>(ud));
         h[i] = quantize(dt, g / (1.0f + std::exp(-g)) * u);
       }
     }
@@ -129,8 +152,8 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
       double acc = 0;
       for (int64_t j = 0; j < k; ++j) {
         const int64_t e = topk_ids.ptr<int32_t>()[t * k + j];
-        row_to_floats(down.data, dt, (e * hidden + n) * inter, inter, row.data());
-        const double y = dot(row.data(), ws + (t * k + j) * inter, inter);
+        row_to_floats(down.data, wt, (e * hidden + n) * inter, inter, row.data());
+        const double y = row_dot(row.data(), ws + (t * k + j) * inter, inter, dn_scale, e, hidden, n);
         acc += static_cast<double>(topk_weights.ptr<float>()[t * k + j]) * y;
       }
       store_from_float(out.at(t * out.row_stride()), dt, n, static_cast<float>(acc));

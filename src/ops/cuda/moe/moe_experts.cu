@@ -47,6 +47,13 @@
 // for h. That gives DRAM down's reads during gate_up's tail instead of leaving it idle. These are
 // kProgrammaticGateUp / kProgrammaticDown / kPrefetchDownRows below, to compare on the GPU.
 //
+// FP8 weights (e4m3, one f32 scale per 128 x 128 block: Qwen3-*-FP8's and DeepSeek-V3's experts)
+// take the same kernels with kFp8: a lane loads 16 bytes = 16 weights per row per 64-column step
+// and turns each half into the 8 exact T values a 16-bit load would give (gemv_fused.cu's fp8
+// GEMV does the same), so the mma fragments and everything after the tile are unchanged. Warp
+// slices of H (gate_up) and I (down) are whole 128-column blocks; each block's sums are scaled
+// once (warp_tile_fp8). The activations are not quantized: products are exact, sums fp32.
+//
 // Large T stays correct but is not what this is for: gate_up re-reads an expert's tile once per
 // 8 or 16 of its tokens, and down re-reads its rows once per 256-pair batch (batches of the same
 // rows run side by side, so mostly from L2). The grouped-GEMM path is the one for prefill.
@@ -75,6 +82,11 @@ constexpr int kGateUpListCap = 256;    // pairs of one expert collected at a tim
 constexpr int kDownWarps = 16;
 constexpr int kDownBatchPairs = 256;   // (token, expert) pairs per down block
 constexpr int kDownMaxPartials = 512;  // ksplit x batch pairs (16 floats each in shared memory)
+// fp8 weights (e4m3 with one f32 scale per 128 x 128 block): 64-column steps of 16 bytes per lane
+// and row, two per scale block; warp slices are whole scale blocks.
+constexpr int kFp8Block = 128;
+constexpr int kFp8StepCols = 64;
+constexpr int kFp8StepsPerBlock = kFp8Block / kFp8StepCols;
 // Launch-overlap choices, in one place so that they can be compared on the GPU (not measured
 // when written; see the header): each kernel launched as a programmatic dependent of the kernel
 // before it, and the down kernel's L2 prefetch of its rows before it waits for gate_up.
@@ -88,6 +100,8 @@ struct ExpertArgs {
   const int32_t* ids;
   const void* gate_up;
   const void* down;
+  const float* gate_up_scale;  // fp8: [E, 2I / 128, H / 128]; null for 16-bit weights
+  const float* down_scale;     // fp8: [E, H / 128, I / 128]
   float* workspace;
   void* out;
   int64_t x_stride, out_stride;
@@ -197,6 +211,21 @@ __device__ __forceinline__ float4 load4(const float* row, int c, int limit, bool
 #pragma unroll
     for (int i = 0; i < 4; ++i) f[i] = pred && c + i < limit ? row[c + i] : 0.0f;
     return make_float4(f[0], f[1], f[2], f[3]);
+  }
+}
+
+// 16 fp8 weights [c, c + 16) of a row, streamed as stream16 (kVec: 16-byte aligned), or byte by
+// byte. Zeros when !pred (a step is all in or all out: slices are whole 128-column blocks).
+template <bool kVec>
+__device__ __forceinline__ uint4 load16_fp8(const uint8_t* row, int c, bool pred, uint64_t policy) {
+  if constexpr (kVec) {
+    return stream16(row + c, pred, policy);
+  } else {
+    uint32_t w[4] = {0u, 0u, 0u, 0u};
+    if (pred)
+#pragma unroll
+      for (int i = 0; i < 16; ++i) w[i / 4] |= static_cast<uint32_t>(row[c + i]) << (8 * (i % 4));
+    return make_uint4(w[0], w[1], w[2], w[3]);
   }
 }
 
@@ -314,6 +343,85 @@ __device__ __forceinline__ void warp_tile(const T* a_lo, bool lo_ok, const T* a_
     warp_tile_mma<T, TB, NT, kVec>(a_lo, lo_ok, a_hi, hi_ok, b_rows, nb, k0, k1, policy, c);
 }
 
+// The same tile with fp8 weights (gemv_fused.cu's fp8 arithmetic). A step is 64 columns: lane
+// (g, t) loads 16 bytes (16 weights) of rows g and g + 8 at c = 64 s + 16 t, the same bytes per
+// load as the 16-bit tile; each 8-column half h becomes the 8 exact values of T that a 16-bit load
+// would have given (gemv_device::fp8x8_to) and goes, with the token's columns [c + 8h, c + 8h + 8),
+// into the same two mmas as a 16-bit step. k0 and k1 are multiples of 128, so the two steps of a
+// 128-column block sum into a zeroed `part` and c += scale * part closes the block: row g's scale
+// on c[..][0..1], row g + 8's on c[..][2..3] (gate_up's tile holds gate rows and up rows, which
+// lie in different 128-row blocks). s_lo / s_hi: the scale rows of rows g's and g + 8's 128-row
+// blocks, indexed by 128-column block.
+template <typename T, typename TB, int NT, bool kVec>
+__device__ __forceinline__ void warp_tile_fp8(const uint8_t* a_lo, bool lo_ok, const uint8_t* a_hi,
+                                              bool hi_ok, const float* s_lo, const float* s_hi,
+                                              const TB* const* b_rows, int nb, int k0, int k1,
+                                              uint64_t policy, float (&c)[NT][4]) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const TB* b[NT];
+  bool b_ok[NT];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    b_ok[nt] = g + 8 * nt < nb;
+    b[nt] = b_ok[nt] ? b_rows[g + 8 * nt] : nullptr;
+  }
+  // kUnroll steps in flight (2 scale blocks, the 16-bit tile's bytes); one block when the byte
+  // loads of unaligned rows would take too many registers.
+  constexpr int U = kVec ? kUnroll : kFp8StepsPerBlock;
+  constexpr int kBlocks = U / kFp8StepsPerBlock;
+  static_assert(U % kFp8StepsPerBlock == 0, "whole scale blocks per group of steps");
+  for (int base = k0; base < k1; base += U * kFp8StepCols) {
+    // The weight loads and the blocks' scales first; the activations step by step.
+    uint4 wl[U], wh[U];
+    float sl[kBlocks], sh[kBlocks];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int step = base + u * kFp8StepCols;
+      const bool in = step < k1;
+      wl[u] = load16_fp8<kVec>(a_lo, step + t * 16, in && lo_ok, policy);
+      wh[u] = load16_fp8<kVec>(a_hi, step + t * 16, in && hi_ok, policy);
+      if (u % kFp8StepsPerBlock == 0) {
+        sl[u / kFp8StepsPerBlock] = in ? __ldg(s_lo + step / kFp8Block) : 0.0f;
+        sh[u / kFp8StepsPerBlock] = in ? __ldg(s_hi + step / kFp8Block) : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int blk = 0; blk < kBlocks; ++blk) {
+      float part[NT][4] = {};
+#pragma unroll
+      for (int v = 0; v < kFp8StepsPerBlock; ++v) {
+        const int u = blk * kFp8StepsPerBlock + v;
+        const int col = base + u * kFp8StepCols + t * 16;
+        const bool in = col < k1;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const uint4 lo = gemv_device::fp8x8_to<T>(h == 0 ? make_uint2(wl[u].x, wl[u].y)
+                                                           : make_uint2(wl[u].z, wl[u].w));
+          const uint4 hi = gemv_device::fp8x8_to<T>(h == 0 ? make_uint2(wh[u].x, wh[u].y)
+                                                           : make_uint2(wh[u].z, wh[u].w));
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) {
+            uint4 xb;
+            if constexpr (std::is_same_v<TB, float>)
+              xb = load8_packed<T, kVec>(b[nt], col + 8 * h, k1, in && b_ok[nt]);
+            else
+              xb = load8<T, kVec, false>(b[nt], col + 8 * h, k1, in && b_ok[nt], policy);
+            gemv_device::mma<T>(part[nt], lo.x, hi.x, lo.y, hi.y, xb.x, xb.y);
+            gemv_device::mma<T>(part[nt], lo.z, hi.z, lo.w, hi.w, xb.z, xb.w);
+          }
+        }
+      }
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        c[nt][0] = fmaf(sl[blk], part[nt][0], c[nt][0]);
+        c[nt][1] = fmaf(sl[blk], part[nt][1], c[nt][1]);
+        c[nt][2] = fmaf(sh[blk], part[nt][2], c[nt][2]);
+        c[nt][3] = fmaf(sh[blk], part[nt][3], c[nt][3]);
+      }
+    }
+  }
+}
+
 // ---- expert bitmaps --------------------------------------------------------------------------
 
 // Sets bit e of `bitmap` for each valid id among ids[0, n) (the block's threads in parallel).
@@ -413,10 +521,12 @@ __device__ int64_t collect_pairs(const int32_t* ids, int64_t n, int e, int64_t f
 }
 
 // 3 blocks (24 warps) per SM; 2 for f32, whose CUDA-core tile holds 32 sums per lane.
-template <typename T, int NT, bool kVec>
+// kFp8: gate_up is e4m3 with block scales (T is then f16 or bf16).
+template <typename T, int NT, bool kVec, bool kFp8>
 __global__ void __launch_bounds__(kGateUpWarps * 32, std::is_same_v<T, float> ? 2 : 3)
     moe_gate_up_kernel(const ExpertArgs a) {
   constexpr int kChunk = 8 * NT;
+  using W = std::conditional_t<kFp8, uint8_t, T>;  // a weight element
   extern __shared__ uint32_t bitmap[];  // a.bitmap_words
   __shared__ float partial[kGateUpWarps][kMaxTilePairs][kTileRows];
   __shared__ int pair_list[kGateUpListCap];
@@ -449,9 +559,11 @@ __global__ void __launch_bounds__(kGateUpWarps * 32, std::is_same_v<T, float> ? 
   __syncthreads();
 
   const uint64_t policy = evict_first_policy();
-  // This warp's slice of H: whole 32-column steps, split evenly over the warps.
-  const int steps = (a.hidden + kStepCols - 1) / kStepCols;
-  const int slice = (steps + kGateUpWarps - 1) / kGateUpWarps * kStepCols;
+  // This warp's slice of H: whole 32-column steps (fp8: whole 128-column scale blocks), split
+  // evenly over the warps.
+  constexpr int kUnit = kFp8 ? kFp8Block : kStepCols;
+  const int units = (a.hidden + kUnit - 1) / kUnit;
+  const int slice = (units + kGateUpWarps - 1) / kGateUpWarps * kUnit;
   const int k0 = min(a.hidden, warp * slice), k1 = min(a.hidden, k0 + slice);
 
   // Items chunk-major: item = chunk * slots + slot. Slots past the experts in use find none.
@@ -468,10 +580,20 @@ __global__ void __launch_bounds__(kGateUpWarps * 32, std::is_same_v<T, float> ? 
     const int e = s_expert;
     if (e < 0) continue;  // block-uniform: no expert for this slot
     const int i0 = chunk * kGateUpRows;
-    const T* expert = static_cast<const T*>(a.gate_up) + static_cast<int64_t>(e) * 2 * a.inter * a.hidden;
+    const W* expert = static_cast<const W*>(a.gate_up) + static_cast<int64_t>(e) * 2 * a.inter * a.hidden;
     const bool row_ok = i0 + g < a.inter;
-    const T* gate_row = expert + static_cast<int64_t>(i0 + g) * a.hidden;
-    const T* up_row = expert + static_cast<int64_t>(a.inter + i0 + g) * a.hidden;
+    const W* gate_row = expert + static_cast<int64_t>(i0 + g) * a.hidden;
+    const W* up_row = expert + static_cast<int64_t>(a.inter + i0 + g) * a.hidden;
+    // fp8: the scale rows of the gate row's and the up row's 128-row blocks (I % 128 == 0, so
+    // every row of the tile exists).
+    [[maybe_unused]] const float* gate_scale = nullptr;
+    [[maybe_unused]] const float* up_scale = nullptr;
+    if constexpr (kFp8) {
+      const int hb = a.hidden / kFp8Block;
+      const float* scales = a.gate_up_scale + static_cast<int64_t>(e) * (2 * a.inter / kFp8Block) * hb;
+      gate_scale = scales + static_cast<int64_t>((i0 + g) / kFp8Block) * hb;
+      up_scale = scales + static_cast<int64_t>((a.inter + i0 + g) / kFp8Block) * hb;
+    }
 
     int64_t total = collect_pairs(a.ids, pairs, e, 0, pair_list, warp_counts);
     for (int64_t from = 0; from < total; from += kGateUpListCap) {
@@ -483,7 +605,11 @@ __global__ void __launch_bounds__(kGateUpWarps * 32, std::is_same_v<T, float> ? 
           x_rows[tid] = static_cast<const T*>(a.x) + (pair_list[first + tid] / a.k) * a.x_stride;
         __syncthreads();
         float c[NT][4] = {};
-        warp_tile<T, T, NT, kVec>(gate_row, row_ok, up_row, row_ok, x_rows, nb, k0, k1, policy, c);
+        if constexpr (kFp8)
+          warp_tile_fp8<T, T, NT, kVec>(gate_row, row_ok, up_row, row_ok, gate_scale, up_scale,
+                                        x_rows, nb, k0, k1, policy, c);
+        else
+          warp_tile<T, T, NT, kVec>(gate_row, row_ok, up_row, row_ok, x_rows, nb, k0, k1, policy, c);
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
           const int n = 8 * nt + 2 * t;
@@ -518,9 +644,10 @@ __global__ void __launch_bounds__(kGateUpWarps * 32, std::is_same_v<T, float> ? 
 
 // ---- kernel 2: down and combine --------------------------------------------------------------
 
-template <typename T, int NT, bool kVec>
+template <typename T, int NT, bool kVec, bool kFp8>
 __global__ void __launch_bounds__(kDownWarps * 32, 1) moe_down_kernel(const ExpertArgs a) {
   constexpr int kChunk = 8 * NT;
+  using W = std::conditional_t<kFp8, uint8_t, T>;  // a weight element
   extern __shared__ uint32_t dyn[];  // bitmap (a.bitmap_words), then y partial sums
   uint32_t* bitmap = dyn;
   // y of batch pair p, I slice s, row r (of the block's 16) at partial[(s * pairs + p) * 16 + r]
@@ -533,8 +660,10 @@ __global__ void __launch_bounds__(kDownWarps * 32, 1) moe_down_kernel(const Expe
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
   const int64_t batches = (a.tokens + a.batch_tokens - 1) / a.batch_tokens;
   const int row_blocks = (a.hidden + kTileRows - 1) / kTileRows;
-  const int steps = (a.inter + kStepCols - 1) / kStepCols;
-  const int slice = (steps + a.ksplit - 1) / a.ksplit * kStepCols;
+  // Slices of I: whole 32-column steps (fp8: whole 128-column scale blocks).
+  constexpr int kUnit = kFp8 ? kFp8Block : kStepCols;
+  const int units = (a.inter + kUnit - 1) / kUnit;
+  const int slice = (units + a.ksplit - 1) / a.ksplit * kUnit;
   const uint64_t policy = evict_first_policy();
   bool waited = false;
 
@@ -562,9 +691,9 @@ __global__ void __launch_bounds__(kDownWarps * 32, 1) moe_down_kernel(const Expe
       if (kPrefetchDownRows && kVec && !waited) {
         // Ask L2 for this block's rows of each expert in use (contiguous: rows n0.. of expert e)
         // while gate_up is still finishing.
-        const uint32_t bytes = static_cast<uint32_t>(rows) * a.inter * sizeof(T);
+        const uint32_t bytes = static_cast<uint32_t>(rows) * a.inter * sizeof(W);
         for (int s = tid; s < used; s += blockDim.x) {
-          const T* p = static_cast<const T*>(a.down) +
+          const W* p = static_cast<const W*>(a.down) +
                        (static_cast<int64_t>(expert_list[s]) * a.hidden + n0) * a.inter;
           asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
         }
@@ -590,16 +719,27 @@ __global__ void __launch_bounds__(kDownWarps * 32, 1) moe_down_kernel(const Expe
           count += __popc(m);
         }
         __syncwarp();
-        const T* expert = static_cast<const T*>(a.down) + static_cast<int64_t>(e) * a.hidden * a.inter;
-        const T* lo_row = expert + static_cast<int64_t>(n0 + g) * a.inter;
-        const T* hi_row = expert + static_cast<int64_t>(n0 + g + 8) * a.inter;
+        const W* expert = static_cast<const W*>(a.down) + static_cast<int64_t>(e) * a.hidden * a.inter;
+        const W* lo_row = expert + static_cast<int64_t>(n0 + g) * a.inter;
+        const W* hi_row = expert + static_cast<int64_t>(n0 + g + 8) * a.inter;
+        // fp8: the 16 rows lie in one 128-row block (n0 % 16 == 0): one scale row for both.
+        [[maybe_unused]] const float* row_scale = nullptr;
+        if constexpr (kFp8) {
+          const int ib = a.inter / kFp8Block;
+          row_scale = a.down_scale +
+                      (static_cast<int64_t>(e) * (a.hidden / kFp8Block) + n0 / kFp8Block) * ib;
+        }
         for (int first = 0; first < count; first += kChunk) {
           const int nb = min(kChunk, count - first);
           if (lane < nb) h_rows[warp][lane] = a.workspace + (p0 + warp_pairs[warp][first + lane]) * a.inter;
           __syncwarp();
           float c[NT][4] = {};
-          warp_tile<T, float, NT, kVec>(lo_row, g < rows, hi_row, g + 8 < rows, h_rows[warp], nb,
-                                        k0, k1, policy, c);
+          if constexpr (kFp8)
+            warp_tile_fp8<T, float, NT, kVec>(lo_row, g < rows, hi_row, g + 8 < rows, row_scale,
+                                              row_scale, h_rows[warp], nb, k0, k1, policy, c);
+          else
+            warp_tile<T, float, NT, kVec>(lo_row, g < rows, hi_row, g + 8 < rows, h_rows[warp], nb,
+                                          k0, k1, policy, c);
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
@@ -661,13 +801,13 @@ void launch_kernel(Kernel kernel, dim3 grid, unsigned threads, size_t smem, cuda
   BRAID_CUDA_CHECK_LAUNCH();
 }
 
-template <typename T, int NT, bool kVecH, bool kVecI>
+template <typename T, int NT, bool kVecH, bool kVecI, bool kFp8>
 void launch(const ExpertArgs& a, cudaStream_t s) {
   const int chunks = (a.inter + kGateUpRows - 1) / kGateUpRows;
   const int64_t items = static_cast<int64_t>(chunks) * a.gate_up_slots;
   const unsigned grid1 = static_cast<unsigned>(items < INT_MAX ? items : INT_MAX);
   const size_t smem1 = static_cast<size_t>(a.bitmap_words) * 4;
-  launch_kernel(moe_gate_up_kernel<T, NT, kVecH>, dim3(grid1), kGateUpWarps * 32, smem1, s,
+  launch_kernel(moe_gate_up_kernel<T, NT, kVecH, kFp8>, dim3(grid1), kGateUpWarps * 32, smem1, s,
                 kProgrammaticGateUp, a);
 
   const int64_t batches = (a.tokens + a.batch_tokens - 1) / a.batch_tokens;
@@ -677,21 +817,25 @@ void launch(const ExpertArgs& a, cudaStream_t s) {
   const int max_pairs = static_cast<int>(a.tokens < a.batch_tokens ? a.tokens : a.batch_tokens) * a.k;
   const size_t smem2 = static_cast<size_t>(a.bitmap_words) * 4 +
                        static_cast<size_t>(a.ksplit) * max_pairs * kTileRows * sizeof(float);
-  launch_kernel(moe_down_kernel<T, NT, kVecI>, grid2, kDownWarps * 32, smem2, s,
+  launch_kernel(moe_down_kernel<T, NT, kVecI, kFp8>, grid2, kDownWarps * 32, smem2, s,
                 kProgrammaticDown, a);
 }
 
 }  // namespace
 
 void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
-                 const Tensor& gate_up, const Tensor& down, const Tensor& workspace,
-                 const Tensor& out, Stream stream) {
+                 const Tensor& gate_up, const Tensor& down, const Tensor& gate_up_scale,
+                 const Tensor& down_scale, const Tensor& workspace, const Tensor& out,
+                 Stream stream) {
+  const bool fp8 = gate_up.dtype == DType::f8e4m3;
   ExpertArgs a{};
   a.x = x.data;
   a.weights = topk_weights.ptr<float>();
   a.ids = topk_ids.ptr<int32_t>();
   a.gate_up = gate_up.data;
   a.down = down.data;
+  a.gate_up_scale = static_cast<const float*>(gate_up_scale.data);
+  a.down_scale = static_cast<const float*>(down_scale.data);
   a.workspace = workspace.ptr<float>();
   a.out = out.data;
   a.x_stride = x.row_stride();
@@ -706,11 +850,14 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
   a.gate_up_slots = static_cast<int>(pairs < a.experts ? pairs : a.experts);
   // Down: enough (expert, I slice) items for the block's warps when k experts are in use (a
   // function of k, E and I only, so a token's sums are split the same way at any batch size),
-  // slices of at least 4 steps; batches as large as the partial sums' shared memory allows.
+  // slices of at least 4 steps (fp8: 2 scale blocks, 4 of its steps); batches as large as the
+  // partial sums' shared memory allows.
   const int min_ke = a.k < a.experts ? a.k : a.experts;
-  const int steps_i = (a.inter + kStepCols - 1) / kStepCols;
+  const int unit = fp8 ? kFp8Block : kStepCols;
+  const int units_i = (a.inter + unit - 1) / unit;
+  const int min_units = fp8 ? 2 : 4;
   int ksplit = kDownWarps / min_ke;
-  if (ksplit > steps_i / 4) ksplit = steps_i / 4;
+  if (ksplit > units_i / min_units) ksplit = units_i / min_units;
   a.ksplit = ksplit < 1 ? 1 : ksplit;
   int batch = kDownBatchPairs / a.k;
   if (batch > kDownMaxPartials / (a.ksplit * a.k)) batch = kDownMaxPartials / (a.ksplit * a.k);
@@ -719,7 +866,8 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
   const int elem = static_cast<int>(dtype_size(x.dtype));
   const int vec = 16 / elem;  // elements per 16-byte load
   // gate_up reads x and gate_up rows along H; down reads down and workspace rows along I (a
-  // workspace row of a multiple of vec floats is a whole number of 16-byte words).
+  // workspace row of a multiple of vec floats is a whole number of 16-byte words). fp8 widths
+  // are multiples of 128, so the same conditions cover fp8 rows.
   const bool vec_h = a.hidden % vec == 0 && aligned16(a.x) && aligned16(a.gate_up) &&
                      (a.x_stride * elem) % 16 == 0;
   const bool vec_i = a.inter % vec == 0 && aligned16(a.down) && aligned16(a.workspace);
@@ -728,21 +876,32 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
   auto s = static_cast<cudaStream_t>(stream.handle);
   dispatch_float_type(x.dtype, [&](auto tag) {
     using T = decltype(tag);
-    auto go = [&](auto nt) {
+    auto go = [&](auto nt, auto fp8_tag) {
       constexpr int NT = decltype(nt)::value;
+      constexpr bool kFp8 = decltype(fp8_tag)::value;
       if (vec_h && vec_i)
-        launch<T, NT, true, true>(a, s);
+        launch<T, NT, true, true, kFp8>(a, s);
       else if (vec_h)
-        launch<T, NT, true, false>(a, s);
+        launch<T, NT, true, false, kFp8>(a, s);
       else if (vec_i)
-        launch<T, NT, false, true>(a, s);
+        launch<T, NT, false, true, kFp8>(a, s);
       else
-        launch<T, NT, false, false>(a, s);
+        launch<T, NT, false, false, kFp8>(a, s);
+    };
+    auto go_format = [&](auto nt) {
+      if constexpr (std::is_same_v<T, float>) {
+        go(nt, std::false_type{});  // fp8 weights take f16/bf16 activations (checked by the op)
+      } else {
+        if (fp8)
+          go(nt, std::true_type{});
+        else
+          go(nt, std::false_type{});
+      }
     };
     if (two_tiles)
-      go(std::integral_constant<int, 2>{});
+      go_format(std::integral_constant<int, 2>{});
     else
-      go(std::integral_constant<int, 1>{});
+      go_format(std::integral_constant<int, 1>{});
   });
 }
 
