@@ -242,6 +242,16 @@ TEST_P(Fp8Experts, CpuLogitsMatchTheDequantizedCheckpointWithinTheActivationRoun
 TEST_P(Fp8Experts, CudaBf16MatchesTheCpu) {
   BRAID_REQUIRE_CUDA();
   TinyModelDir dir(fp8_experts_spec(GetParam(), false));
+  if (GetParam() == "deepseek") {
+    // Known defect (weights.cpp): decode after a prompt step of more than 16 tokens went wrong
+    // (0.99 relative against the CPU in bf16; 0.017 after a 16-token prompt). Refused on CUDA
+    // until it is found.
+    engine::EngineOptions o;
+    o.device = Device::cuda();
+    expect_error([&] { engine::Engine(dir.path(), o); }, ErrorKind::unsupported,
+                 {"DeepSeek with fp8 experts", "CUDA"});
+    return;
+  }
   engine::EngineOptions bf16;
   bf16.dtype = DType::bf16;
   engine::Engine cpu(dir.path(), bf16);
