@@ -124,6 +124,7 @@ void copy(const Tensor& src, const Tensor& dst, Stream stream) {
 
 void fill_bytes(const Tensor& t, unsigned char value, Stream stream) {
   if (!t.is_contiguous()) throw Error(ErrorKind::shape, "fill_bytes: tensor must be contiguous");
+  if (t.nbytes() == 0) return;  // an empty tensor may have no memory at all
   if (t.device.is_cpu()) {
     std::memset(t.data, value, t.nbytes());
     return;

@@ -1,6 +1,7 @@
 #include "braid/dtype.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "braid/error.h"
 
@@ -131,15 +132,26 @@ float quantize(DType t, float v) {
   }
 }
 
+namespace {
+// Element i of an array that may sit at any byte address (a safetensors file's data need not be
+// aligned to its element size); memcpy compiles to one load.
+template <typename T>
+T load_unaligned(const void* base, int64_t i) {
+  T v;
+  std::memcpy(&v, static_cast<const char*>(base) + i * static_cast<int64_t>(sizeof(T)), sizeof(T));
+  return v;
+}
+}  // namespace
+
 float load_as_float(const void* base, DType t, int64_t i) {
   switch (t) {
-    case DType::f32: return static_cast<const float*>(base)[i];
-    case DType::f16: return f16_to_float(static_cast<const uint16_t*>(base)[i]);
-    case DType::bf16: return bf16_to_float(static_cast<const uint16_t*>(base)[i]);
+    case DType::f32: return load_unaligned<float>(base, i);
+    case DType::f16: return f16_to_float(load_unaligned<uint16_t>(base, i));
+    case DType::bf16: return bf16_to_float(load_unaligned<uint16_t>(base, i));
     case DType::f8e4m3: return f8e4m3_to_float(static_cast<const uint8_t*>(base)[i]);
     case DType::f8e5m2: return f8e5m2_to_float(static_cast<const uint8_t*>(base)[i]);
-    case DType::i32: return static_cast<float>(static_cast<const int32_t*>(base)[i]);
-    case DType::i64: return static_cast<float>(static_cast<const int64_t*>(base)[i]);
+    case DType::i32: return static_cast<float>(load_unaligned<int32_t>(base, i));
+    case DType::i64: return static_cast<float>(load_unaligned<int64_t>(base, i));
     case DType::u8: return static_cast<float>(static_cast<const uint8_t*>(base)[i]);
   }
   return 0.0f;
