@@ -51,6 +51,7 @@
 #include <type_traits>
 
 #include "core/cuda_check.h"
+#include "ops/cuda/attention/mma_sync.cuh"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/launch_util.h"
@@ -114,49 +115,12 @@ size_t smem_bytes(int width) {
          + 3 * kRows * 4;                // per-row rescaling factor, final max and sum
 }
 
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
-  // With valid == false nothing is read and the 16 bytes are zero-filled: rows past the chunk
-  // must be zeros, not stale data (0 * NaN is NaN in P V).
-  const int bytes = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_async_wait_all() {
-  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-}
-__device__ __forceinline__ void cp_async_wait_one() {  // all but the newest group
-  asm volatile("cp.async.wait_group 1;\n" ::: "memory");
-}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t (&r)[4]) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t addr, uint32_t (&r)[4]) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-// c += A (16x16, row) * B (16x8, col), fp32 accumulate.
-template <typename T>
-__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                          uint32_t b1) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-        "{%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-        "{%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-}
+using mma_sync::cp_async16;
+using mma_sync::cp_async_commit;
+using mma_sync::cp_async_wait;
+using mma_sync::ldmatrix_x4;
+using mma_sync::ldmatrix_x4_trans;
+using mma_sync::mma_16816;
 
 // Where query row t stands: its sequence and the end (exclusive) of the keys it sees.
 struct QueryKeys {
@@ -290,9 +254,9 @@ __global__ void __launch_bounds__(kThreads) mla_split_kernel(const MlaArgs a) {
 
   for (int it = 0; it < tiles; ++it) {
     if (it == 0)
-      cp_async_wait_one();  // tile 0 (and the query) has landed for this thread; tile 1 may not
+      cp_async_wait<1>();  // tile 0 (and the query) has landed for this thread; tile 1 may not
     else
-      cp_async_wait_all();  // tile it has landed (for this thread) ...
+      cp_async_wait<0>();  // tile it has landed (for this thread) ...
     __syncthreads();  // ... for every thread; tile it - 1, P and the factors are no longer read
     if (it >= 1 && it + 1 < tiles) {  // tile it + 1 into tile it - 1's buffer
       load_tile<T>(a, table, begin + (it + 1) * kTileKeys, end,
@@ -372,7 +336,7 @@ __global__ void __launch_bounds__(kThreads) mla_split_kernel(const MlaArgs a) {
       }
     }
   }
-  cp_async_wait_all();
+  cp_async_wait<0>();
 
   // Each row's sum over its 8 threads; the row's maximum is already the same in all of them.
   l_part += __shfl_xor_sync(0xffffffffu, l_part, 1);
@@ -565,9 +529,9 @@ __global__ void __launch_bounds__(kThreads, 1) mla_wgmma_kernel(const MlaArgs a)
   for (int it = 0; it < tiles; ++it) {
     const uint32_t kv = sKV + static_cast<uint32_t>((it & 1) * kTileBytes);
     if (it == 0)
-      cp_async_wait_one();  // the query and tile 0 (tile 1 may still be on its way)
+      cp_async_wait<1>();  // the query and tile 0 (tile 1 may still be on its way)
     else
-      cp_async_wait_all();
+      cp_async_wait<0>();
     fence_proxy_async();  // the cp.async writes, seen by wgmma's reads
     __syncthreads();      // tile it is in; tile it - 1's buffer, P and the factors are free
     // Warpgroup 1 refills (warpgroup 0, the critical path, goes straight to the scores).
@@ -692,7 +656,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_wgmma_kernel(const MlaArgs a)
     fence_registers(o[0]);
     fence_registers(o[1]);
   }
-  cp_async_wait_all();
+  cp_async_wait<0>();
 
   if (wgi == 0) {
     l_lo += __shfl_xor_sync(0xffffffffu, l_lo, 1);
