@@ -1,9 +1,11 @@
 // gemm on fp8 weights with 128 x 128 block scales (ops::Weight) for more rows than the GEMV
 // takes: CUDA quantizes the bf16 activations per row and 128 columns (e4m3: 3 mantissa bits, a
 // rounding error up to 2^-4 of each value, rms ~2^-4 / sqrt(3) = 3.6% for uniformly placed
-// values) and runs cuBLASLt's block-scaled fp8 GEMM (for k >= 512; smaller k the exact GEMV). The sum of k such terms with independent
-// errors and random signs has the same relative rms error, so the bound is 5% of ||ref||; a
-// wrong scale, layout or row fails by far more. Rows not a multiple of 4 take the padded path.
+// values) and runs cuBLASLt's block-scaled fp8 GEMM (k >= 512; k 128 and 256 take the exact
+// GEMV, 16 rows at a time). The sum of k such terms with independent errors and random signs
+// has the same relative rms error, so the bound is 5% of ||ref||; a wrong scale, layout or row
+// fails by far more. Rows not a multiple of 4 take the padded path; k / 128 not a multiple of 4
+// (k 640, 768, 1408: DeepSeek-V2-Lite's and Moonlight's expert width) the padded weight scales.
 #include "braid/ops.h"
 #include "fp8_test_util.h"
 #include "test_util.h"
@@ -18,11 +20,10 @@ struct Shape {
 
 TEST(GemmFp8Blocks, CudaMatchesTheExactReferenceWithinTheActivationQuantization) {
   BRAID_REQUIRE_CUDA();
-  // k 128 and 256 take the GEMV 16 rows at a time (cuBLASLt gave wrong products there), the
-  // rest cuBLASLt.
   for (const Shape s : {Shape{17, 384, 128, false}, Shape{40, 384, 256, false},
                         Shape{40, 384, 256, true}, Shape{40, 384, 512, false},
-                        Shape{253, 384, 512, false},
+                        Shape{253, 384, 512, false}, Shape{40, 256, 640, false},
+                        Shape{33, 384, 768, true}, Shape{64, 2048, 1408, false},
                         Shape{256, 256, 1024, false}, Shape{64, 1024, 4096, false},
                         Shape{20, 512, 14336, false}}) {
     SCOPED_TRACE("m " + std::to_string(s.m) + " n " + std::to_string(s.n) + " k " +

@@ -10,7 +10,13 @@
 // Row-major out[m, n] is column-major out^T[n, m] (as cuda_gemm_lt.cpp): cuBLASLt's A is w
 // (k x n, transposed), B is the quantized a (k x m).
 //
-// (Its block-scaled kernels need k >= 512: see gemm_fp8_blocks.)
+// cuBLASLt reads the weight's scale matrix with a row stride of k / 128 rounded up to a multiple
+// of 4 (PyTorch's _scaled_mm checks its 128 x 128 scales for that stride); a checkpoint's
+// [n / 128, k / 128] scales have row stride k / 128, so for k / 128 not a multiple of 4 (k = 128,
+// 256, 640, 1408, ...) they are copied into the scratch at the padded stride first. Without it
+// the products were wrong (33-88% relative error on an H200 at k = 128 and 256, where this was
+// first taken for a cuBLASLt defect; DeepSeek-V2-Lite's and Moonlight's expert width 1408 and
+// DeepSeek-OCR's 896 have such k too).
 // cuBLASLt's heuristic takes these scale modes only when m is a multiple of 4 (measured with the
 // probe: m = 1 and 253 are refused, 40, 64, 100 and 128 taken), so the activations are quantized
 // into m rounded up to 4 rows (the extra rows zero) and, when m was not a multiple of 4, the
@@ -42,7 +48,7 @@ namespace {
 
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 constexpr int64_t kBlock = 128;
-constexpr int64_t kSmallestCublasK = 512;  // see gemm_fp8_blocks
+constexpr int64_t kSmallestCublasK = 512;  // smaller k: the GEMV (see gemm_fp8_blocks)
 
 struct Key {
   int device;
@@ -124,10 +130,10 @@ void gemm_fp8_blocks(const Tensor& a, const Tensor& w, const Tensor& w_scale, co
                      const Tensor& out, Stream stream) {
   const int64_t m = a.size(0), k = a.size(1), n = w.size(0);
   const bool block_scales = check::scale_blocks({w, w_scale}).rows == kBlock;
-  // k of 128 or 256 (one or two scale blocks along k): cuBLASLt 13.0's block-scaled kernels
-  // returned wrong products on an H200 (33-88% relative error at m 17-40, n 384; k = 512 and more
-  // were right at every m and n tried). Such small layers take the GEMV 16 rows at a time: exact
-  // products, and no model this size is bound by them.
+  // k of 128 or 256: the GEMV, 16 rows at a time. cuBLASLt takes these k too (with the padded
+  // scales below), but such layers are too small to bind any model, and the GEMV's products are
+  // exact where cuBLASLt's quantize the activations: the tiny test models, made of such layers,
+  // keep exact CUDA-against-CPU comparisons.
   if (k < kSmallestCublasK && gemv_fused_applicable(a.slice(0, 0, std::min<int64_t>(m, 16)), k, w)) {
     for (int64_t r = 0; r < m; r += 16) {
       const int64_t e = std::min(m, r + 16);
@@ -135,12 +141,13 @@ void gemm_fp8_blocks(const Tensor& a, const Tensor& w, const Tensor& w_scale, co
     }
     return;
   }
-  if (!block_scales || k % kBlock != 0 || k < kSmallestCublasK || a.dtype != DType::bf16)
+  if (!block_scales || k % kBlock != 0 || a.dtype != DType::bf16 || w_scale.dtype != DType::f32)
     throw Error(ErrorKind::unsupported,
                 fmt::format("gemm: an fp8 product of {} rows (more than the GEMV takes) needs bf16 "
-                            "activations, k a multiple of 128 and 128 x 128 weight scales; got {} "
-                            "activations, k = {}, scales {}",
-                            m, dtype_name(a.dtype), k, shape_string(w_scale)));
+                            "activations, k a multiple of 128 and 128 x 128 f32 weight scales; got "
+                            "{} activations, k = {}, scales {} {}",
+                            m, dtype_name(a.dtype), k, dtype_name(w_scale.dtype),
+                            shape_string(w_scale)));
   const int64_t m4 = (m + 3) / 4 * 4;
   const bool padded = m4 != m;
   const Key key{out.device.index, m4, n, k, padded || m == 1 ? n : out.row_stride(), out.dtype,
@@ -156,7 +163,9 @@ void gemm_fp8_blocks(const Tensor& a, const Tensor& w, const Tensor& w_scale, co
   const size_t q_bytes = static_cast<size_t>((m4 * k + 255) / 256 * 256);
   const size_t scale_bytes = static_cast<size_t>((k / kBlock * m4 * 4 + 255) / 256 * 256);
   const size_t out_bytes = padded ? static_cast<size_t>(m4 * n) * dtype_size(out.dtype) : 0;
-  const size_t need = q_bytes + scale_bytes + out_bytes;
+  const int64_t kb = k / kBlock, kb4 = (kb + 3) / 4 * 4, nb = w_scale.size(0);
+  const size_t w_scale_bytes = kb4 != kb ? static_cast<size_t>((nb * kb4 * 4 + 255) / 256 * 256) : 0;
+  const size_t need = q_bytes + scale_bytes + out_bytes + w_scale_bytes;
   if (dev.scratch.size() < need) {
     if (capturing(stream))
       throw Error(ErrorKind::internal,
@@ -170,18 +179,32 @@ void gemm_fp8_blocks(const Tensor& a, const Tensor& w, const Tensor& w_scale, co
   const auto s = static_cast<cudaStream_t>(stream.handle);
   const Tensor q(base, DType::f8e4m3, out.device, {m4, k});
   const Tensor q_scale(base + q_bytes, DType::f32, out.device, {k / kBlock, m4});
-  if (padded) BRAID_CUDA_CHECK(cudaMemsetAsync(base, 0, q_bytes + scale_bytes, s));
+  // Padded: the extra rows quantize zeros; the product's rows are zeroed too, although cuBLASLt
+  // writes them all: initcheck reported copying them out as reading uninitialized memory, most
+  // likely because it does not track the TMA stores of cuBLASLt's Hopper kernels.
+  if (padded) BRAID_CUDA_CHECK(cudaMemsetAsync(base, 0, q_bytes + scale_bytes + out_bytes, s));
   // The first m rows, their scales at row stride m4 (moe_fp8_quantize's q_scale is [K/128, M] rows).
   Tensor q_rows = q.slice(0, 0, m);
   Tensor scale_rows = q_scale.slice(1, 0, m);
   moe_fp8_quantize(a, q_rows, scale_rows, stream);
   void* d = padded ? static_cast<void*>(base + q_bytes + scale_bytes) : out.data;
+  const void* w_scale_ptr = w_scale.data;
+  if (w_scale_bytes > 0) {
+    // The weight's scales at cuBLASLt's row stride (see the top of this file); the padding
+    // columns stand for no k block and are zeroed only so that nothing reads uninitialized memory.
+    uint8_t* padded_scales = base + q_bytes + scale_bytes + out_bytes;
+    BRAID_CUDA_CHECK(cudaMemsetAsync(padded_scales, 0, w_scale_bytes, s));
+    BRAID_CUDA_CHECK(cudaMemcpy2DAsync(padded_scales, static_cast<size_t>(kb4) * 4, w_scale.data,
+                                       static_cast<size_t>(w_scale.row_stride()) * 4,
+                                       static_cast<size_t>(kb) * 4, static_cast<size_t>(nb),
+                                       cudaMemcpyDeviceToDevice, s));
+    w_scale_ptr = padded_scales;
+  }
 
   auto it = c.plans.find(key);
   if (it == c.plans.end())
-    it = c.plans.emplace(key, make_plan(key, dev.lt.handle, w_scale.data, q_scale.data, bias.data)).first;
+    it = c.plans.emplace(key, make_plan(key, dev.lt.handle, w_scale_ptr, q_scale.data, bias.data)).first;
   LtPlan& plan = *it->second;
-  const void* w_scale_ptr = w_scale.data;
   const void* a_scale_ptr = q_scale.data;
   set_desc(plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, w_scale_ptr);
   set_desc(plan.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, a_scale_ptr);
