@@ -219,16 +219,6 @@ Weights build_weights(const ModelConfig& c, Device device, DType dtype, const We
     throw Error(ErrorKind::unsupported,
                 "checkpoint: fp8 experts run in bf16 or f32, not " + std::string(dtype_name(dtype)) +
                     " (ask for --dtype bf16)");
-  // A known defect, refused rather than run: on CUDA, a DeepSeek model with fp8 experts decodes
-  // wrong tokens after a prompt step of more than 16 tokens (the step itself is right; the same
-  // model with 16-bit experts, and Qwen3 with fp8 experts, are right). Not yet found; the CPU
-  // runs these models correctly (tests/engine/test_engine_fp8.cpp).
-  if (device.is_cuda() && c.fp8_experts() &&
-      (c.arch == Arch::deepseek_v2 || c.arch == Arch::deepseek_v3))
-    throw Error(ErrorKind::unsupported,
-                "checkpoint: DeepSeek with fp8 experts is not supported on CUDA yet (a known "
-                "defect after prompt steps of more than 16 tokens); it runs on the CPU, or load "
-                "the 16-bit checkpoint");
   Weights w;
   w.device = device;
   w.dtype = dtype;

@@ -242,16 +242,6 @@ TEST_P(Fp8Experts, CpuLogitsMatchTheDequantizedCheckpointWithinTheActivationRoun
 TEST_P(Fp8Experts, CudaBf16MatchesTheCpu) {
   BRAID_REQUIRE_CUDA();
   TinyModelDir dir(fp8_experts_spec(GetParam(), false));
-  if (GetParam() == "deepseek") {
-    // Known defect (weights.cpp): decode after a prompt step of more than 16 tokens went wrong
-    // (0.99 relative against the CPU in bf16; 0.017 after a 16-token prompt). Refused on CUDA
-    // until it is found.
-    engine::EngineOptions o;
-    o.device = Device::cuda();
-    expect_error([&] { engine::Engine(dir.path(), o); }, ErrorKind::unsupported,
-                 {"DeepSeek with fp8 experts", "CUDA"});
-    return;
-  }
   engine::EngineOptions bf16;
   bf16.dtype = DType::bf16;
   engine::Engine cpu(dir.path(), bf16);
@@ -261,20 +251,21 @@ TEST_P(Fp8Experts, CudaBf16MatchesTheCpu) {
   const auto prompt = prompt_of(40, 5);
   EXPECT_LE(rel_error(gpu.step(prompt, true), cpu.step(prompt, true)), 6e-2);
   for (int32_t t : prompt_of(6, 9)) EXPECT_LE(rel_error(gpu.step({t}), cpu.step({t})), 6e-2);
-  // Greedy decode through the captured CUDA graph, as served.
-  engine::Engine gpu2(dir.path(), o), cpu2(dir.path(), bf16);
-  gpu2.step(prompt);
-  cpu2.step(prompt);
+  // Greedy decode through the captured CUDA graph, as served, against eager steps of the same
+  // engine: the same kernels, so the same token (ties aside). Not against the CPU: on these
+  // random DeepSeek weights a decode token now and then sits on a router near-tie (sigmoid
+  // scores, one group of two kept), which summation order alone flips: after this prompt, 1 to 4
+  // of the 96 tokens move the logits by 0.65-1.3 relative between CPU bf16 and CPU f32, 1 or 2
+  // between the GPU and the CPU (docs/perf/deepseek.md). Token 7 is one of them for the GPU.
+  engine::Engine graph(dir.path(), o), eager(dir.path(), o);
+  graph.step(prompt);
+  eager.step(prompt);
   int32_t token = 7;
   for (int i = 0; i < 4; ++i) {
-    const auto ref = cpu2.step({token});
-    const int32_t next = gpu2.decode_greedy(token);
-    double sq = 0;
-    for (float v : ref) sq += double(v) * v;
+    const auto ref = eager.step({token});
+    const int32_t next = graph.decode_greedy(token);
     const float best = *std::max_element(ref.begin(), ref.end());
-    // The GPU's choice is the CPU's best or nearly tied with it (as the greedy check above).
-    EXPECT_LE(best - ref[static_cast<size_t>(next)], 4 * 6e-2 * std::sqrt(sq / ref.size()))
-        << "step " << i;
+    EXPECT_EQ(ref[static_cast<size_t>(next)], best) << "step " << i;
     token = next;
   }
 }
