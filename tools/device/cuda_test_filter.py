@@ -1,0 +1,38 @@
+#!/usr/bin/env python3
+"""Prints a gtest filter that selects every test of braid_tests that runs on the GPU.
+
+A test runs on the GPU when its name says so (Cuda / CUDA / cuda, as the parameterized
+device tests are named) or when its body asks for one (BRAID_REQUIRE_CUDA, Device::cuda).
+compute-sanitizer runs over this set (tools/device/check.sh, SANITIZE=1): selecting by
+name alone missed GPU tests named after what they check rather than where they run.
+"""
+import pathlib
+import re
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+TEST = re.compile(r"^\s*TEST(?:_P|_F)?\(\s*(\w+)\s*,\s*(\w+)\s*\)", re.M)
+GPU = re.compile(r"BRAID_REQUIRE_CUDA|Device::cuda\b")
+
+
+def gpu_tests(root: pathlib.Path):
+    for path in sorted((root / "tests").rglob("*.cpp")):
+        text = path.read_text(errors="replace")
+        heads = list(TEST.finditer(text))
+        for i, m in enumerate(heads):
+            body = text[m.end(): heads[i + 1].start() if i + 1 < len(heads) else len(text)]
+            if GPU.search(body):
+                yield f"{m.group(1)}.{m.group(2)}"
+
+
+def main() -> int:
+    names = sorted(set(gpu_tests(ROOT)))
+    # Parameterized tests are Instance/Suite.Name/Param: match the middle part anywhere.
+    patterns = ["*Cuda*", "*CUDA*", "*cuda*"] + [f"*{n}*" for n in names]
+    print(":".join(patterns))
+    print(f"cuda_test_filter: {len(names)} tests ask for the GPU in their body", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
