@@ -50,6 +50,13 @@ struct Weight {
 // synchronisation) its row is written as zeros. n < 2^31.
 void embedding(const Tensor& ids, const Tensor& table, const Tensor& out, Stream stream = {});
 
+// embedding_rows: one rank's part of a vocabulary-parallel embedding (the table holds ids
+// [first_id, first_id + rows)): out[i, :] = table[ids[i] - first_id, :] for the ids it holds, a
+// zero row for every other id (another rank's; summing the ranks' outputs gives the lookup).
+//   ids, table, out: as embedding;  first_id >= 0
+void embedding_rows(const Tensor& ids, const Tensor& table, int64_t first_id, const Tensor& out,
+                    Stream stream = {});
+
 // ---------------------------------------------------------------------------------------------
 // rms_norm, with Hugging Face's rounding: n = to_dtype(x * rsqrt(mean(x²) + eps)),
 // out = to_dtype(weight * n), sums in fp32.

@@ -22,6 +22,19 @@ model::ModelConfig load_checked_config(const std::string& dir, const EngineOptio
                 "engine: --max-context " + std::to_string(o.max_context) +
                     " is larger than the model's max_position_embeddings (" +
                     std::to_string(c.max_position_embeddings) + ")");
+  const model::TensorParallel tp = o.tensor_parallel;
+  if (tp.size > 1) {
+    if (tp.rank < 0 || tp.rank >= tp.size || !o.comm || o.comm->size() != tp.size)
+      throw Error(ErrorKind::invalid_argument,
+                  "engine: tensor-parallel rank " + std::to_string(tp.rank) + " of " +
+                      std::to_string(tp.size) + " needs a rank in [0, size) and a communicator "
+                      "of that size");
+    if (o.device.is_cuda())
+      throw Error(ErrorKind::unsupported,
+                  "engine: tensor parallelism runs on the CPU only for now (the NCCL path is not "
+                  "built yet)");
+    (void)model::shard_config(c, tp.size);  // what does not split is refused before any weight
+  }
   return c;
 }
 
@@ -44,15 +57,20 @@ int default_context(const model::ModelConfig& c, int asked) {
 Engine::Engine(const std::string& dir, const EngineOptions& o)
     : options_(o),
       config_(load_checked_config(dir, o)),
+      rank_config_(model::shard_config(config_, o.tensor_parallel.size)),
       weights_(model::load_weights(config_, model::Checkpoint::open(dir), o.device,
-                                   default_dtype(config_, o.device, o.dtype), o.quantize)),
-      cache_(config_, default_context(config_, o.max_context), o.page_size, o.device, weights_.dtype),
-      workspace_(config_, o.max_step_tokens, o.device, weights_.dtype,
+                                   default_dtype(config_, o.device, o.dtype), o.quantize,
+                                   o.tensor_parallel)),
+      cache_(rank_config_, default_context(config_, o.max_context), o.page_size, o.device,
+             weights_.dtype),
+      workspace_(rank_config_, o.max_step_tokens, o.device, weights_.dtype,
                  int64_t{cache_.pages_per_seq} * cache_.page_size, o.moe_gemv_max_tokens) {
   const int T = o.max_step_tokens;
   host_inputs_ = OwnedTensor(DType::i32, {4 * T + 3}, Device::cpu());
   device_inputs_ = OwnedTensor(DType::i32, {4 * T + 3}, o.device);
   logits_ = OwnedTensor(DType::f32, {T, config_.vocab_size}, o.device);
+  if (o.tensor_parallel.size > 1)
+    local_logits_ = OwnedTensor(DType::f32, {T, rank_config_.vocab_size}, o.device);
   host_logits_ = OwnedTensor(DType::f32, {T, config_.vocab_size}, Device::cpu());
   // Start-up work belongs to start-up, not to the first prompt: lazy module loading, the GEMM
   // plans of a prefill chunk and of one token, the decode graph's capture.
@@ -162,7 +180,14 @@ void Engine::run_chunk(const int32_t* tokens, int n, bool all_logits, float* log
                              .kv_lens = d.slice(0, 3 * T + 2, 3 * T + 3)};
   const int rows = all_logits ? n : 1;
   const Tensor logits = logits_.view().slice(0, 0, rows);
-  model::forward(config_, weights_, cache_, workspace_, in, n, all_logits, logits);
+  if (options_.tensor_parallel.size > 1) {
+    const model::TensorParallelStep tp{options_.tensor_parallel.rank, options_.comm,
+                                       local_logits_.view()};
+    model::forward(rank_config_, weights_, cache_, workspace_, in, n, all_logits, logits, {},
+                   nullptr, Tensor{}, &tp);
+  } else {
+    model::forward(config_, weights_, cache_, workspace_, in, n, all_logits, logits);
+  }
   position_ += n;
   if (logits_out) {
     const Tensor host = host_logits_.view().slice(0, 0, rows);

@@ -11,7 +11,9 @@
 #include "engine/kv_cache.h"
 #include "model/config.h"
 #include "model/forward.h"
+#include "model/shard.h"
 #include "model/weights.h"
+#include "parallel/comm.h"
 
 namespace braid::engine {
 
@@ -30,6 +32,12 @@ struct EngineOptions {
   // as permuted grouped GEMMs (model::kMoeGemvMaxTokens).
   int moe_gemv_max_tokens = model::kMoeGemvMaxTokens;
   bool warm_up = true;  // CUDA: a dummy prefill and two decode steps at construction
+  // Tensor parallelism (model/shard.h): this engine is rank tensor_parallel.rank of a group of
+  // tensor_parallel.size engines, one per thread, stepped together with the same tokens; `comm`
+  // carries their collectives (parallel::ThreadComm on the CPU). Every rank returns the full
+  // logits. CUDA (NCCL) is not built yet.
+  model::TensorParallel tensor_parallel;
+  parallel::Comm* comm = nullptr;
 };
 
 // The compute dtype when none is asked for: f32 on the CPU, the checkpoint's 16-bit type (bf16 for
@@ -70,6 +78,7 @@ class Engine {
 
   EngineOptions options_;
   model::ModelConfig config_;
+  model::ModelConfig rank_config_;  // this rank's part of config_ (config_ itself for one rank)
   model::Weights weights_;
   KVCache cache_;
   model::Workspace workspace_;
@@ -77,6 +86,7 @@ class Engine {
   // Step inputs on the device, and their host staging (one upload per step).
   OwnedTensor host_inputs_, device_inputs_;  // [4 * max_step + 3] i32
   OwnedTensor logits_;                       // [max_step, vocab] f32 on the device
+  OwnedTensor local_logits_;                 // tensor parallelism: [max_step, vocab / size]
   OwnedTensor host_logits_;
   // Greedy decode as a graph: inputs [token, position, slot, 0, 1, kv_len] and the chosen token.
   OwnedTensor decode_inputs_, decode_token_;

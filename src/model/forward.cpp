@@ -3,12 +3,15 @@
 //   add -> RMSNorm + gate|up -> SwiGLU + down + residual add (or MoE: router, experts, add;
 //   longer steps: permute, grouped GEMMs, combine; fp8 experts quantize the activations first).
 // In a decode step (<= 16 tokens) each '+' group is one kernel; for longer inputs the fused ops
-// run their parts one after another through the workspace.
+// run their parts one after another through the workspace. With tensor parallelism
+// (TensorParallelStep) each row-parallel product's partial sums are all-reduced before they join
+// the residual stream, where the fused ops would have added them in.
 #include "model/forward.h"
 
 #include <algorithm>
 #include <cmath>
 
+#include "braid/error.h"
 #include "braid/ops.h"
 
 namespace braid::model {
@@ -224,9 +227,16 @@ Workspace::Workspace(const ModelConfig& c, int T, Device d, DType t, int64_t dec
 
 void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Workspace& ws,
              const StepInputs& in, int n, bool all_logits, const Tensor& logits, Stream s,
-             const ForwardProbe* probe, const Tensor& greedy_ids) {
+             const ForwardProbe* probe, const Tensor& greedy_ids, const TensorParallelStep* tp) {
   auto mark = [probe](const char* component, int layer) {
     if (probe) (*probe)(component, layer);
+  };
+  if (tp && greedy_ids.data)
+    throw Error(ErrorKind::unsupported, "forward: greedy_ids with tensor parallelism (not yet)");
+  // Tensor parallelism: a rank's partial sums of a row-parallel product (o_proj, down, the
+  // experts) become the full sums before they join the residual stream.
+  auto all_reduce = [&](const Tensor& partial) {
+    if (tp) tp->comm->all_reduce_sum(tp->rank, partial, s);
   };
   const int64_t hd = c.head_dim, qh = c.num_heads, kvh = c.num_kv_heads;
   const float eps = c.rms_norm_eps;
@@ -243,7 +253,12 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
   attn_heads.strides[2] = 1;
 
   const Tensor page_table = in.page_table.data ? in.page_table : cache.page_table.view();
-  ops::embedding(in.tokens, w.embed, residual, s);
+  if (tp) {  // vocabulary-parallel: each rank's rows, zeros for the others' ids, summed
+    ops::embedding_rows(in.tokens, w.embed, int64_t{tp->rank} * c.vocab_size, residual, s);
+    all_reduce(residual);
+  } else {
+    ops::embedding(in.tokens, w.embed, residual, s);
+  }
   mark("embedding", -1);
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
@@ -272,7 +287,13 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
         ops::attention(q, in.cu_seqlens_q, kv, /*causal=*/true, scale, attn_heads, Tensor{}, s);
       mark("attention", l);
     }
-    ops::gemm_add(attn, {lw.o_proj, lw.o_proj_scale}, lw.o_bias, residual, proj, s);
+    if (tp) {  // row-parallel: the bias once (rank 0), then the sum of the ranks' products
+      ops::gemm(attn, {lw.o_proj, lw.o_proj_scale}, tp->rank == 0 ? lw.o_bias : Tensor{}, proj, s);
+      all_reduce(proj);
+      ops::add_inplace(proj, residual, s);
+    } else {
+      ops::gemm_add(attn, {lw.o_proj, lw.o_proj_scale}, lw.o_bias, residual, proj, s);
+    }
     mark("o_proj", l);
 
     if (!c.layer_is_moe(l)) {
@@ -281,7 +302,14 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
       ops::rms_norm_gemm(residual, lw.mlp_norm, eps, {lw.gate_up, lw.gate_up_scale}, Tensor{}, mlp,
                          normed, s);
       mark("gate_up_proj", l);
-      ops::swiglu_gemm_add(mlp, {lw.down, lw.down_scale}, residual, act, proj, s);
+      if (tp) {
+        ops::silu_mul(mlp, act, s);
+        ops::gemm(act, {lw.down, lw.down_scale}, Tensor{}, proj, s);
+        all_reduce(proj);
+        ops::add_inplace(proj, residual, s);
+      } else {
+        ops::swiglu_gemm_add(mlp, {lw.down, lw.down_scale}, residual, act, proj, s);
+      }
       mark("down_proj", l);
     } else {
       const Tensor router_logits = rows(ws.router_logits, n);
@@ -340,6 +368,7 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
         ops::swiglu_gemm_add(mlp, {lw.shared_down, lw.shared_down_scale}, proj, act, normed, s);
         mark("moe_shared_experts", l);
       }
+      all_reduce(proj);  // tensor parallelism: each rank's slice of every expert's width
       ops::add_inplace(proj, residual, s);
     }
   }
@@ -353,11 +382,16 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
     head_normed = normed.slice(0, 0, m);
     ops::embedding(in.logit_rows, residual, head_in, s);
   }
-  if (greedy_ids.data)
+  if (greedy_ids.data) {
     ops::rms_norm_gemm_argmax(head_in, w.final_norm, eps, w.lm_head, greedy_ids, logits,
                               head_normed, s);
-  else
+  } else if (tp) {  // vocabulary-parallel: this rank's columns, then all of them on every rank
+    const Tensor local = tp->local_logits.slice(0, 0, logits.size(0));
+    ops::rms_norm_gemm(head_in, w.final_norm, eps, w.lm_head, Tensor{}, local, head_normed, s);
+    tp->comm->all_gather_columns(tp->rank, local, logits, s);
+  } else {
     ops::rms_norm_gemm(head_in, w.final_norm, eps, w.lm_head, Tensor{}, logits, head_normed, s);
+  }
   mark("lm_head", -1);
 }
 

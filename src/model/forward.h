@@ -8,6 +8,7 @@
 #include "engine/kv_cache.h"
 #include "model/config.h"
 #include "model/weights.h"
+#include "parallel/comm.h"
 
 namespace braid::model {
 
@@ -86,6 +87,16 @@ struct StepInputs {
   bool prefill_fresh = false;
 };
 
+// One rank of a tensor-parallel step (model/shard.h): config, weights, cache and workspace are the
+// rank's part (shard_config's); the forward all-reduces o_proj's and the MLP's (or the experts')
+// partial sums, looks the embedding up in the rank's vocabulary rows (then all-reduces), and
+// all-gathers the LM head's columns of the vocabulary into logits.
+struct TensorParallelStep {
+  int rank = 0;
+  parallel::Comm* comm = nullptr;
+  Tensor local_logits;  // [rows, vocab / size] f32: this rank's columns of the logits
+};
+
 // Called after each component of the forward pass has been enqueued, with its name ("qkv",
 // "attention", ...) and its layer (-1 outside the layers): lets the bench suite time components.
 using ForwardProbe = std::function<void(const char* component, int layer)>;
@@ -94,10 +105,11 @@ using ForwardProbe = std::function<void(const char* component, int layer)>;
 // for the last token only ([1, vocab]), with all_logits for every token ([n, vocab]), or with
 // in.logit_rows for the rows it lists ([m, vocab]). With greedy_ids ([1], [n] or [m] i32/i64, one
 // per logits row) it writes the greedy tokens there instead, through the fused norm + LM head +
-// argmax, and logits is only scratch.
+// argmax, and logits is only scratch. With tp, one rank of a tensor-parallel step (greedy_ids not
+// yet: the greedy tokens of the gathered logits are the caller's).
 void forward(const ModelConfig& config, const Weights& weights, engine::KVCache& cache,
              Workspace& ws, const StepInputs& in, int n, bool all_logits, const Tensor& logits,
              Stream stream = {}, const ForwardProbe* probe = nullptr,
-             const Tensor& greedy_ids = Tensor{});
+             const Tensor& greedy_ids = Tensor{}, const TensorParallelStep* tp = nullptr);
 
 }  // namespace braid::model

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <string>
 #include <thread>
@@ -351,21 +352,51 @@ void quantize_fp8_blocks(const std::string& name, const void* w, DType dtype, in
                                    "cannot be quantized to fp8");
 }
 
-Weights load_weights(const ModelConfig& c, const Checkpoint& checkpoint, Device device, DType dtype,
-                     Quantize quantize) {
+Weights load_weights(const ModelConfig& full, const Checkpoint& checkpoint, Device device,
+                     DType dtype, Quantize quantize, TensorParallel tp) {
+  const ModelConfig c = shard_config(full, tp.size);  // the rank's part (full for one rank)
   OwnedTensor staging;  // host buffer for dtype conversions, reused
-  // The tensor, once it is known to be there with the shape the config implies: checked before
-  // its memory is allocated (the dtype, which depends on the destination, when it is filled).
+  std::vector<uint8_t> columns;  // host buffer for a column slice, reused
+  // The tensor, once it is known to be there with the shape the config implies (for a rank of a
+  // tensor-parallel group: its slice of the tensor has that shape): checked before its memory is
+  // allocated (the dtype, which depends on the destination, when it is filled).
   auto entry = [&](const std::string& name, const std::vector<int64_t>& shape) {
     const TensorEntry* e = checkpoint.find(name);
     if (!e)
       throw Error(ErrorKind::io, "checkpoint: missing tensor '" + name + "' (expected shape " +
                                      shape_text(shape) + ")");
-    if (e->shape != shape)
+    std::vector<int64_t> held = e->shape;
+    const TensorSlice slice = tensor_slice(name, full, tp);
+    if (slice.dim >= 0 && static_cast<size_t>(slice.dim) < held.size())
+      held[static_cast<size_t>(slice.dim)] = slice.end - slice.begin;
+    const bool fits = slice.dim < 0 || (static_cast<size_t>(slice.dim) < e->shape.size() &&
+                                        e->shape[static_cast<size_t>(slice.dim)] >= slice.end);
+    if (!fits || held != shape)
       throw Error(ErrorKind::io, "checkpoint: tensor '" + name + "' in " + e->file +
-                                     ": expected shape " + shape_text(shape) + ", got " +
-                                     shape_text(e->shape));
+                                     ": expected shape " + shape_text(shape) +
+                                     (slice.dim >= 0 ? " (rank " + std::to_string(tp.rank) + " of " +
+                                                           std::to_string(tp.size) + "'s slice)"
+                                                     : std::string()) +
+                                     ", got " + shape_text(e->shape));
     return e;
+  };
+  // The bytes of the rank's part of a checked tensor: the whole tensor or a run of its rows in
+  // place, or its columns gathered into `columns`.
+  auto data_of = [&](const TensorEntry* e, const std::string& name) -> const void* {
+    const TensorSlice slice = tensor_slice(name, full, tp);
+    if (slice.dim < 0) return e->data;
+    const size_t elem = dtype_size(e->dtype);
+    int64_t inner = 1;  // elements per index of the sliced dim
+    for (size_t d = static_cast<size_t>(slice.dim) + 1; d < e->shape.size(); ++d) inner *= e->shape[d];
+    const auto* base = static_cast<const uint8_t*>(e->data);
+    if (slice.dim == 0) return base + static_cast<size_t>(slice.begin * inner) * elem;
+    const int64_t rows = e->shape[0], cols = e->shape[1], width = slice.end - slice.begin;
+    columns.resize(static_cast<size_t>(rows * width) * elem);
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(columns.data() + static_cast<size_t>(r * width) * elem,
+                  base + static_cast<size_t>(r * cols + slice.begin) * elem,
+                  static_cast<size_t>(width) * elem);
+    return columns.data();
   };
   // --quantize fp8: a linear layer the fp8 layout wants in fp8 that the checkpoint holds in a
   // 16-bit (or f32) type is quantized here. Tensors already fp8 (an fp8 checkpoint, quantized
@@ -439,13 +470,14 @@ Weights load_weights(const ModelConfig& c, const Checkpoint& checkpoint, Device 
                                       : scale ? std::string("it must be F32, BF16 or F16")
                                               : "config.json says " + std::string(dtype_name(c.dtype))));
     const int64_t n = dst.numel();
+    const void* src = data_of(e, name);
     if (e->dtype == dst.dtype) {
-      copy(Tensor(const_cast<void*>(e->data), dst.dtype, Device::cpu(), {n}), dst.reshape({n}));
+      copy(Tensor(const_cast<void*>(src), dst.dtype, Device::cpu(), {n}), dst.reshape({n}));
       return;
     }
     staging = OwnedTensor(dst.dtype, {n}, Device::cpu());
     for (int64_t i = 0; i < n; ++i)
-      store_from_float(staging.data(), dst.dtype, i, load_as_float(e->data, e->dtype, i));
+      store_from_float(staging.data(), dst.dtype, i, load_as_float(src, e->dtype, i));
     copy(staging.view(), dst.reshape({n}));
   };
   auto check = [&](const std::string& name, const std::vector<int64_t>& shape) {

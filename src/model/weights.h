@@ -13,6 +13,7 @@
 #include "braid/buffer.h"
 #include "model/config.h"
 #include "model/safetensors.h"
+#include "model/shard.h"
 
 namespace braid::model {
 
@@ -125,7 +126,10 @@ Weights build_weights(const ModelConfig& config, Device device, DType dtype,
 // fp8 that the checkpoint holds 16-bit is quantized on the host (quantize_fp8_blocks) as it is
 // loaded, and "<name>_scale_inv" is its computed scales instead of a checkpoint tensor; tensors
 // already in fp8 load as they are.
+// With tp.size > 1, rank tp.rank's part (shard_config(config, tp.size), tensor_slice): each
+// tensor's rows are read in place from the mapped file, a column slice is gathered through a
+// host buffer of the slice's size, so no rank copies a whole tensor.
 Weights load_weights(const ModelConfig& config, const Checkpoint& checkpoint, Device device,
-                     DType dtype, Quantize quantize = Quantize::none);
+                     DType dtype, Quantize quantize = Quantize::none, TensorParallel tp = {});
 
 }  // namespace braid::model

@@ -1,4 +1,6 @@
 // embedding: argument checks and dispatch.
+#include <string>
+
 #include "braid/ops.h"
 #include "core/device_guard.h"
 #include "ops/check.h"
@@ -9,8 +11,10 @@
 
 namespace braid::ops {
 
-void embedding(const Tensor& ids, const Tensor& table, const Tensor& out, Stream stream) {
-  const char* op = "embedding";
+namespace {
+
+// embedding's and embedding_rows's arguments; returns the device.
+Device check_lookup(const char* op, const Tensor& ids, const Tensor& table, const Tensor& out) {
   check::defined(op, "ids", ids);
   check::defined(op, "table", table);
   check::defined(op, "out", out);
@@ -23,12 +27,34 @@ void embedding(const Tensor& ids, const Tensor& table, const Tensor& out, Stream
   check::dtype_eq(op, "out", out, table.dtype);
   check::shape_eq(op, "out", out, {ids.size(0), table.size(1)});
   check::rows(op, "out", out);
-  Device dev = check::same_device(op, {{"ids", &ids}, {"table", &table}, {"out", &out}});
+  return check::same_device(op, {{"ids", &ids}, {"table", &table}, {"out", &out}});
+}
+
+}  // namespace
+
+void embedding(const Tensor& ids, const Tensor& table, const Tensor& out, Stream stream) {
+  Device dev = check_lookup("embedding", ids, table, out);
   if (out.numel() == 0) return;
   if (dev.is_cpu()) return cpu::embedding(ids, table, out);
 #if BRAID_WITH_CUDA
   DeviceGuard guard(dev);
   cuda::embedding(ids, table, out, stream);
+#else
+  (void)stream;
+#endif
+}
+
+void embedding_rows(const Tensor& ids, const Tensor& table, int64_t first_id, const Tensor& out,
+                    Stream stream) {
+  const char* op = "embedding_rows";
+  Device dev = check_lookup(op, ids, table, out);
+  if (first_id < 0)
+    check::fail(ErrorKind::invalid_argument, op, "first_id", ">= 0", std::to_string(first_id));
+  if (out.numel() == 0) return;
+  if (dev.is_cpu()) return cpu::embedding_rows(ids, table, first_id, out);
+#if BRAID_WITH_CUDA
+  DeviceGuard guard(dev);
+  cuda::embedding_rows(ids, table, first_id, out, stream);
 #else
   (void)stream;
 #endif

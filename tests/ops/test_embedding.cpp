@@ -104,6 +104,39 @@ TEST(EmbeddingReference, OutOfRangeIdIsAnError) {
   }
 }
 
+// embedding_rows (a vocabulary-parallel rank's part): ids in the table's range of the vocabulary
+// are looked up, every other id gives a zero row; the parts of a split table sum to the lookup.
+TEST(EmbeddingRows, PartsOfASplitTableSumToTheLookup) {
+  const int64_t vocab = 12, hidden = 5, parts = 3, per = vocab / parts;
+  auto table = random_host(DType::f32, {vocab, hidden}, fresh_seed(), 0.5f, 1.5f);
+  const int32_t id_values[] = {0, 11, 4, 7, 3, 8};
+  OwnedTensor ids(DType::i32, {6}, Device::cpu());
+  std::memcpy(ids.data(), id_values, sizeof(id_values));
+  auto whole = poisoned(DType::f32, {6, hidden}, Device::cpu());
+  ops::embedding(ids, table, whole);
+  std::vector<float> sum(6 * hidden, 0.0f);
+  for (int64_t p = 0; p < parts; ++p) {
+    const Tensor rows = table.view().slice(0, p * per, (p + 1) * per);
+    auto out = poisoned(DType::f32, {6, hidden}, Device::cpu());
+    ops::embedding_rows(ids, rows, p * per, out);
+    const auto got = to_floats(out);
+    for (size_t i = 0; i < got.size(); ++i) {
+      const int64_t id = id_values[i / hidden];
+      if (id < p * per || id >= (p + 1) * per) EXPECT_EQ(got[i], 0.0f) << "part " << p << " element " << i;
+      sum[i] += got[i];
+    }
+    if (cuda_available()) {  // CUDA: the same bits
+      auto dout = poisoned(DType::f32, {6, hidden}, Device::cuda());
+      ops::embedding_rows(to_device(ids, Device::cuda()), to_device(rows, Device::cuda()),
+                          p * per, dout);
+      EXPECT_EQ(to_floats(dout), got) << "part " << p;
+    }
+  }
+  EXPECT_EQ(sum, to_floats(whole));
+  expect_error([&] { ops::embedding_rows(ids, table, -1, whole); }, ErrorKind::invalid_argument,
+               {"embedding_rows", "'first_id'"});
+}
+
 TEST(EmbeddingErrors, NameTheArgument) {
   OwnedTensor ids(DType::i32, {3}, Device::cpu()), table(DType::bf16, {10, 8}, Device::cpu()),
       out(DType::bf16, {3, 8}, Device::cpu());

@@ -7,6 +7,7 @@
 namespace braid::cpu {
 
 void embedding(const Tensor& ids, const Tensor& table, const Tensor& out);
+void embedding_rows(const Tensor& ids, const Tensor& table, int64_t first_id, const Tensor& out);
 void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out);
 void add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, float eps,
                   const Tensor& out);

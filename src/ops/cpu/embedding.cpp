@@ -26,4 +26,16 @@ void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) {
     std::memcpy(out.at(i * out.row_stride()), table.at(id_at(ids, i) * table.row_stride()), row_bytes);
 }
 
+void embedding_rows(const Tensor& ids, const Tensor& table, int64_t first_id, const Tensor& out) {
+  const int64_t n = ids.size(0), rows = table.size(0);
+  const size_t row_bytes = static_cast<size_t>(table.size(1)) * dtype_size(table.dtype);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t row = id_at(ids, i) - first_id;
+    if (row >= 0 && row < rows)
+      std::memcpy(out.at(i * out.row_stride()), table.at(row * table.row_stride()), row_bytes);
+    else
+      std::memset(out.at(i * out.row_stride()), 0, row_bytes);
+  }
+}
+
 }  // namespace braid::cpu

@@ -7,6 +7,8 @@
 namespace braid::cuda {
 
 void embedding(const Tensor& ids, const Tensor& table, const Tensor& out, Stream stream);
+void embedding_rows(const Tensor& ids, const Tensor& table, int64_t first_id, const Tensor& out,
+                    Stream stream);
 void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out, Stream stream);
 void add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, float eps,
                   const Tensor& out, Stream stream);

@@ -1,0 +1,100 @@
+// Tensor-parallel shards of a model: per-rank config and the slice of each checkpoint tensor.
+#include "model/shard.h"
+
+#include <string>
+
+#include "braid/error.h"
+
+namespace braid::model {
+
+namespace {
+
+[[noreturn]] void refuse(ErrorKind kind, const std::string& what) {
+  throw Error(kind, "tensor parallelism: " + what);
+}
+
+void divisible(const char* field, int64_t value, int size) {
+  if (value % size != 0)
+    refuse(ErrorKind::invalid_argument, std::string(field) + " " + std::to_string(value) +
+                                            " is not a multiple of --tensor-parallel " +
+                                            std::to_string(size));
+}
+
+bool any_dense_layer(const ModelConfig& c) {
+  for (int l = 0; l < c.num_layers; ++l)
+    if (!c.layer_is_moe(l)) return true;
+  return false;
+}
+
+}  // namespace
+
+ModelConfig shard_config(const ModelConfig& full, int size) {
+  if (size < 1) refuse(ErrorKind::invalid_argument, "the group size must be at least 1");
+  if (size == 1) return full;
+  if (full.mla())
+    refuse(ErrorKind::unsupported, "multi-head latent attention (DeepSeek) is not split yet");
+  if (full.n_shared_experts > 0)
+    refuse(ErrorKind::unsupported, "DeepSeek's shared experts are not split yet");
+  if (full.weights != WeightFormat::dense)
+    refuse(ErrorKind::unsupported, "fp8 checkpoints (" +
+                                       std::string(weight_format_name(full.weights)) +
+                                       ") are not split yet; load a 16-bit checkpoint");
+  divisible("num_attention_heads", full.num_heads, size);
+  if (full.num_kv_heads >= size)
+    divisible("num_key_value_heads", full.num_kv_heads, size);
+  else if (size % full.num_kv_heads != 0)
+    refuse(ErrorKind::invalid_argument,
+           "num_key_value_heads " + std::to_string(full.num_kv_heads) +
+               " neither divides nor is a multiple of --tensor-parallel " + std::to_string(size));
+  if (any_dense_layer(full)) divisible("intermediate_size", full.intermediate_size, size);
+  if (full.num_experts > 0) divisible("moe_intermediate_size", full.moe_intermediate_size, size);
+  divisible("vocab_size", full.vocab_size, size);
+
+  ModelConfig c = full;
+  c.num_heads = full.num_heads / size;
+  c.num_kv_heads = full.num_kv_heads >= size ? full.num_kv_heads / size : 1;
+  c.intermediate_size = full.intermediate_size / size;
+  c.moe_intermediate_size = full.moe_intermediate_size / size;
+  c.vocab_size = full.vocab_size / size;
+  return c;
+}
+
+HeadRange kv_heads_of(const ModelConfig& full, TensorParallel tp) {
+  if (full.num_kv_heads >= tp.size) {
+    const int per = full.num_kv_heads / tp.size;
+    return {tp.rank * per, per};
+  }
+  // Fewer KV heads than ranks: rank r's query heads all read KV head r * kv / size.
+  return {tp.rank * full.num_kv_heads / tp.size, 1};
+}
+
+TensorSlice tensor_slice(const std::string& name, const ModelConfig& full, TensorParallel tp) {
+  if (tp.size == 1) return {};
+  auto ends = [&](const char* suffix) { return name.ends_with(suffix); };
+  auto part = [&](int dim, int64_t whole) {
+    const int64_t per = whole / tp.size;
+    return TensorSlice{dim, tp.rank * per, (tp.rank + 1) * per};
+  };
+  const bool expert = name.find(".experts.") != std::string::npos;
+  const int64_t inter = expert ? full.moe_intermediate_size : full.intermediate_size;
+  const int64_t hd = full.head_dim;
+
+  if (name == "model.embed_tokens.weight" || name == "lm_head.weight")
+    return part(0, full.vocab_size);
+  if (ends(".self_attn.q_proj.weight") || ends(".self_attn.q_proj.bias"))
+    return part(0, int64_t{full.num_heads} * hd);
+  if (ends(".self_attn.k_proj.weight") || ends(".self_attn.k_proj.bias") ||
+      ends(".self_attn.v_proj.weight") || ends(".self_attn.v_proj.bias")) {
+    const HeadRange kv = kv_heads_of(full, tp);
+    return {0, kv.first * hd, (kv.first + kv.count) * hd};
+  }
+  if (ends(".self_attn.o_proj.weight")) return part(1, int64_t{full.num_heads} * hd);
+  // Dense MLPs and experts (Qwen3-MoE's gate/up/down_proj, Mixtral's w1/w3/w2).
+  if (ends(".gate_proj.weight") || ends(".up_proj.weight") || ends(".w1.weight") ||
+      ends(".w3.weight"))
+    return part(0, inter);
+  if (ends(".down_proj.weight") || ends(".w2.weight")) return part(1, inter);
+  return {};  // norms, routers, o_proj's bias: whole on every rank
+}
+
+}  // namespace braid::model

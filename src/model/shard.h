@@ -1,0 +1,48 @@
+// Tensor parallelism as the model sees it (Megatron-style): which part of each checkpoint tensor a
+// rank holds, and the config of that part. Column-parallel: q/k/v and gate/up (their output rows);
+// row-parallel: o_proj and down (their input columns), each followed by one all-reduce in the
+// forward; vocabulary-parallel: the embedding and the LM head (rows of the vocabulary). The
+// routed experts split along their intermediate width like the dense MLP (no all-to-all); the
+// router, the norms and o_proj's bias are whole on every rank.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+
+namespace braid::model {
+
+// One rank of a tensor-parallel group of `size` ranks.
+struct TensorParallel {
+  int rank = 0;
+  int size = 1;
+};
+
+// The config of one rank's part: heads, KV heads, intermediate widths and vocabulary divided by
+// the group size. KV heads are split when there are at least as many as ranks and replicated
+// (one per rank, each rank the one its query heads read) when there are fewer. Throws
+// ErrorKind::unsupported or invalid_argument, naming the field, for what does not split: heads
+// not a multiple of the size, KV heads neither a multiple nor a divisor of it, widths or the
+// vocabulary not multiples of it, and (not yet) MLA, DeepSeek's shared experts and fp8
+// checkpoints.
+ModelConfig shard_config(const ModelConfig& full, int size);
+
+// The part of a checkpoint tensor one rank holds: rows (dim 0) or columns (dim 1) [begin, end),
+// or the whole tensor (dim -1).
+struct TensorSlice {
+  int dim = -1;
+  int64_t begin = 0, end = 0;
+};
+
+// The slice of Hugging Face tensor `name` (of the model `full`) that rank tp.rank holds.
+TensorSlice tensor_slice(const std::string& name, const ModelConfig& full, TensorParallel tp);
+
+// The KV heads [first, first + count) rank tp.rank holds.
+struct HeadRange {
+  int first = 0, count = 0;
+};
+HeadRange kv_heads_of(const ModelConfig& full, TensorParallel tp);
+
+}  // namespace braid::model

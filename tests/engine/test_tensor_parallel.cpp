@@ -1,0 +1,149 @@
+// Tensor parallelism simulated on the CPU (issue 21): N engines, one per thread, each loading its
+// shard of the checkpoint and exchanging partial sums through a ThreadComm, must compute the
+// logits of the unsharded engine. In fp32 the only difference is the order of the sums (a row-
+// parallel product's k split across ranks, then added in rank order), so 1e-5 relative; a wrong
+// slice, a missing all-reduce or a bias added twice fails by far more.
+#include <filesystem>
+#include <thread>
+
+#include "engine/engine.h"
+#include "model/shard.h"
+#include "parallel/comm.h"
+#include "test_util.h"
+#include "tiny_model.h"
+
+namespace braid::test {
+namespace {
+
+const std::filesystem::path kGoldens = std::filesystem::path(BRAID_SOURCE_DIR) / "tests/data/goldens";
+
+std::vector<int32_t> tokens_of(int n, int vocab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (auto& id : ids) id = static_cast<int32_t>(3 + rng() % static_cast<uint64_t>(vocab - 3));
+  return ids;
+}
+
+// A group of `size` CPU engines stepped together, one thread per rank.
+class Group {
+ public:
+  Group(const std::string& dir, int size) : comm_(size) {
+    for (int r = 0; r < size; ++r) {
+      engine::EngineOptions o;
+      o.tensor_parallel = {r, size};
+      o.comm = &comm_;
+      ranks_.push_back(std::make_unique<engine::Engine>(dir, o));
+    }
+  }
+  // Every rank steps with the same tokens; every rank must return the same logits.
+  std::vector<float> step(const std::vector<int32_t>& tokens, bool all_logits = false) {
+    std::vector<std::vector<float>> out(ranks_.size());
+    std::vector<std::thread> threads;
+    std::vector<std::exception_ptr> errors(ranks_.size());
+    for (size_t r = 0; r < ranks_.size(); ++r)
+      threads.emplace_back([&, r] {
+        try {
+          out[r] = ranks_[r]->step(tokens, all_logits);
+        } catch (...) {
+          errors[r] = std::current_exception();
+        }
+      });
+    for (auto& t : threads) t.join();
+    for (auto& e : errors)
+      if (e) std::rethrow_exception(e);
+    for (size_t r = 1; r < out.size(); ++r) EXPECT_EQ(out[r], out[0]) << "rank " << r;
+    return out[0];
+  }
+
+ private:
+  parallel::ThreadComm comm_;
+  std::vector<std::unique_ptr<engine::Engine>> ranks_;
+};
+
+// A prompt (all logits), then decode steps, against the unsharded engine.
+void expect_matches_unsharded(const std::string& dir, int size) {
+  SCOPED_TRACE(dir + " at tensor-parallel size " + std::to_string(size));
+  engine::Engine whole(dir, {});
+  Group group(dir, size);
+  const int vocab = whole.config().vocab_size;
+  const auto prompt = tokens_of(11, vocab, 5);
+  EXPECT_LE(rel_error(group.step(prompt, true), whole.step(prompt, true)), 1e-5);
+  for (int32_t t : tokens_of(4, vocab, 9)) EXPECT_LE(rel_error(group.step({t}), whole.step({t})), 1e-5);
+}
+
+TEST(TensorParallelCpu, DenseGoldensMatchTheUnshardedForward) {
+  // llama: tied embeddings, 2 KV heads (split at 2, replicated at 4); qwen2: q/k/v biases, 6
+  // heads over 2 KV heads; qwen3: q/k norms.
+  for (const char* family : {"llama", "qwen2", "qwen3"})
+    expect_matches_unsharded((kGoldens / family).string(), 2);
+  expect_matches_unsharded((kGoldens / "llama").string(), 4);
+  expect_matches_unsharded((kGoldens / "qwen3").string(), 4);
+}
+
+TEST(TensorParallelCpu, MoeGoldensMatchTheUnshardedForward) {
+  // Experts split along their intermediate width; qwen3_moe's one KV head is replicated.
+  expect_matches_unsharded((kGoldens / "qwen3_moe").string(), 2);
+  expect_matches_unsharded((kGoldens / "qwen3_moe").string(), 4);
+  expect_matches_unsharded((kGoldens / "mixtral").string(), 2);
+}
+
+TEST(TensorParallelCpu, FewerKvHeadsThanRanksAndTiedEmbeddings) {
+  TinyModelSpec s;  // 4 heads over 2 KV heads
+  s.tied = true;
+  TinyModelDir dir(s);
+  expect_matches_unsharded(dir.path(), 4);
+}
+
+TEST(TensorParallelCpu, ShardConfigDividesAndReplicates) {
+  model::ModelConfig c;
+  c.num_layers = 2, c.hidden_size = 64, c.num_heads = 8, c.num_kv_heads = 2, c.head_dim = 8;
+  c.intermediate_size = 96, c.vocab_size = 128;
+  const model::ModelConfig r4 = model::shard_config(c, 4);
+  EXPECT_EQ(r4.num_heads, 2);
+  EXPECT_EQ(r4.num_kv_heads, 1);  // replicated: ranks 0, 1 read KV head 0, ranks 2, 3 head 1
+  EXPECT_EQ(r4.intermediate_size, 24);
+  EXPECT_EQ(r4.vocab_size, 32);
+  EXPECT_EQ(model::kv_heads_of(c, {1, 4}).first, 0);
+  EXPECT_EQ(model::kv_heads_of(c, {2, 4}).first, 1);
+  const model::TensorSlice k = model::tensor_slice("model.layers.0.self_attn.k_proj.weight", c, {3, 4});
+  EXPECT_EQ(k.dim, 0);
+  EXPECT_EQ(k.begin, 8);
+  EXPECT_EQ(k.end, 16);
+  const model::TensorSlice o = model::tensor_slice("model.layers.1.self_attn.o_proj.weight", c, {1, 4});
+  EXPECT_EQ(o.dim, 1);
+  EXPECT_EQ(o.begin, 16);
+  EXPECT_EQ(o.end, 32);
+  EXPECT_EQ(model::tensor_slice("model.layers.1.mlp.gate.weight", c, {1, 4}).dim, -1);  // a router
+  EXPECT_EQ(model::tensor_slice("model.norm.weight", c, {1, 4}).dim, -1);
+}
+
+TEST(TensorParallelCpu, WhatDoesNotSplitIsRefusedBeforeLoading) {
+  TinyModelSpec s;  // 4 heads, 2 KV heads, intermediate 96, vocab 96
+  TinyModelDir dir(s);
+  auto with = [&](int rank, int size, parallel::Comm* comm, Device device = Device::cpu()) {
+    engine::EngineOptions o;
+    o.tensor_parallel = {rank, size};
+    o.comm = comm;
+    o.device = device;
+    return o;
+  };
+  parallel::ThreadComm three(3), two(2);
+  expect_error([&] { engine::Engine(dir.path(), with(0, 3, &three)); }, ErrorKind::invalid_argument,
+               {"num_attention_heads 4", "--tensor-parallel 3"});
+  expect_error([&] { engine::Engine(dir.path(), with(0, 2, nullptr)); }, ErrorKind::invalid_argument,
+               {"communicator"});
+  expect_error([&] { engine::Engine(dir.path(), with(2, 2, &two)); }, ErrorKind::invalid_argument,
+               {"rank 2 of 2"});
+  expect_error([&] { engine::Engine(dir.path(), with(0, 2, &two, Device::cuda())); },
+               ErrorKind::unsupported, {"CPU only"});
+  TinyModelSpec kv = s;
+  kv.heads = 6, kv.kv_heads = 2, kv.hidden = 96;  // 6 heads split in 3; 2 KV heads do not
+  TinyModelDir kv_dir(kv);
+  expect_error([&] { engine::Engine(kv_dir.path(), with(0, 3, &three)); }, ErrorKind::invalid_argument,
+               {"num_key_value_heads 2", "--tensor-parallel 3"});
+  expect_error([&] { engine::Engine((kGoldens / "deepseek_v3").string(), with(0, 2, &two)); },
+               ErrorKind::unsupported, {"multi-head latent attention"});
+}
+
+}  // namespace
+}  // namespace braid::test
