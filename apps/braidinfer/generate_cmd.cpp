@@ -40,6 +40,7 @@ struct GenerateArgs {
   bool print_ids = false;
   bool chat = false;   // --prompt is a user message, put through the model's chat template
   std::string system;  // --chat's optional system message
+  int tensor_parallel = 1;  // --tensor-parallel
 };
 
 int run_generate(const GenerateArgs& a) {
@@ -50,6 +51,10 @@ int run_generate(const GenerateArgs& a) {
   if (!a.dtype.empty()) options.dtype = dtype_from_name(a.dtype);
   options.quantize = bench::quantize_from_option(a.quantize, "generate");
   options.max_context = a.max_context;
+  if (a.tensor_parallel < 1)
+    throw Error(ErrorKind::invalid_argument,
+                "generate: --tensor-parallel must be at least 1, got " + std::to_string(a.tensor_parallel));
+  options.tensor_parallel.size = a.tensor_parallel;
   engine::SamplingParams sampling{a.temperature, a.top_k, a.top_p, a.seed};
   engine::validate(sampling);
 
@@ -134,6 +139,10 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   g->add_option("--top-k", a->top_k, "Sample among the k most likely tokens (0 = all)");
   g->add_option("--top-p", a->top_p, "Nucleus sampling mass")->capture_default_str();
   g->add_option("--seed", a->seed, "Sampling seed")->capture_default_str();
+  g->add_option("--tensor-parallel", a->tensor_parallel,
+                "Ranks the model is split over (Megatron-style; the CPU simulates them as threads, "
+                "CUDA: not yet)")
+      ->capture_default_str();
   g->add_option("--max-context", a->max_context,
                 "Context length to allocate (default: the model's, at most 8192)");
   g->add_flag("--ignore-eos", a->ignore_eos, "Do not stop at end-of-text tokens");

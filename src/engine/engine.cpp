@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
+#include <mutex>
+#include <thread>
 
 #include "braid/error.h"
 #include "braid/ops.h"
@@ -38,6 +41,20 @@ model::ModelConfig load_checked_config(const std::string& dir, const EngineOptio
   return c;
 }
 
+// A front engine's group (tensor parallelism without a caller's communicator): its ThreadComm.
+std::unique_ptr<parallel::ThreadComm> group_comm_for(const EngineOptions& o) {
+  if (o.tensor_parallel.size <= 1 || o.comm) return nullptr;
+  return std::make_unique<parallel::ThreadComm>(o.tensor_parallel.size);
+}
+
+EngineOptions with_comm(EngineOptions o, parallel::ThreadComm* comm) {
+  if (comm) {
+    o.tensor_parallel.rank = 0;
+    o.comm = comm;
+  }
+  return o;
+}
+
 }  // namespace
 
 DType default_dtype(const model::ModelConfig& c, Device device, std::optional<DType> asked) {
@@ -55,8 +72,9 @@ int default_context(const model::ModelConfig& c, int asked) {
 }
 
 Engine::Engine(const std::string& dir, const EngineOptions& o)
-    : options_(o),
-      config_(load_checked_config(dir, o)),
+    : group_comm_(group_comm_for(o)),
+      options_(with_comm(o, group_comm_.get())),
+      config_(load_checked_config(dir, options_)),
       rank_config_(model::shard_config(config_, o.tensor_parallel.size)),
       weights_(model::load_weights(config_, model::Checkpoint::open(dir), o.device,
                                    default_dtype(config_, o.device, o.dtype), o.quantize,
@@ -65,6 +83,11 @@ Engine::Engine(const std::string& dir, const EngineOptions& o)
              weights_.dtype),
       workspace_(rank_config_, o.max_step_tokens, o.device, weights_.dtype,
                  int64_t{cache_.pages_per_seq} * cache_.page_size, o.moe_gemv_max_tokens) {
+  for (int r = 1; group_comm_ && r < o.tensor_parallel.size; ++r) {
+    EngineOptions rank = options_;
+    rank.tensor_parallel.rank = r;
+    followers_.push_back(std::make_unique<Engine>(dir, rank));
+  }
   const int T = o.max_step_tokens;
   host_inputs_ = OwnedTensor(DType::i32, {4 * T + 3}, Device::cpu());
   device_inputs_ = OwnedTensor(DType::i32, {4 * T + 3}, o.device);
@@ -101,7 +124,40 @@ void Engine::check_tokens(const int32_t* tokens, int n) const {
                       std::to_string(config_.vocab_size) + ")");
 }
 
+void Engine::reset() {
+  position_ = 0;
+  for (auto& f : followers_) f->reset();
+}
+
 std::vector<float> Engine::step(const std::vector<int32_t>& tokens, bool all_logits) {
+  if (followers_.empty()) return step_rank(tokens, all_logits);
+  // A front engine: bad tokens are refused here, before any rank starts; a rank that fails
+  // mid-step aborts the group so that the others do not wait for it forever.
+  check_tokens(tokens.data(), static_cast<int>(tokens.size()));
+  std::mutex mutex;
+  std::exception_ptr first_error;  // the failure itself, not the others' "group aborted"
+  std::vector<float> out;
+  auto run = [&](Engine& e) {
+    try {
+      std::vector<float> logits = e.step_rank(tokens, all_logits);
+      if (&e == this) out = std::move(logits);
+    } catch (...) {
+      {
+        std::lock_guard lock(mutex);
+        if (!first_error) first_error = std::current_exception();
+      }
+      group_comm_->abort();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (auto& f : followers_) threads.emplace_back(run, std::ref(*f));
+  run(*this);
+  for (auto& t : threads) t.join();
+  if (first_error) std::rethrow_exception(first_error);
+  return out;
+}
+
+std::vector<float> Engine::step_rank(const std::vector<int32_t>& tokens, bool all_logits) {
   const int n = static_cast<int>(tokens.size());
   check_tokens(tokens.data(), n);
   const size_t V = static_cast<size_t>(config_.vocab_size);

@@ -32,10 +32,11 @@ struct EngineOptions {
   // as permuted grouped GEMMs (model::kMoeGemvMaxTokens).
   int moe_gemv_max_tokens = model::kMoeGemvMaxTokens;
   bool warm_up = true;  // CUDA: a dummy prefill and two decode steps at construction
-  // Tensor parallelism (model/shard.h): this engine is rank tensor_parallel.rank of a group of
-  // tensor_parallel.size engines, one per thread, stepped together with the same tokens; `comm`
-  // carries their collectives (parallel::ThreadComm on the CPU). Every rank returns the full
-  // logits. CUDA (NCCL) is not built yet.
+  // Tensor parallelism (model/shard.h) over tensor_parallel.size ranks. With `comm`, this engine
+  // is rank tensor_parallel.rank of a group whose engines the caller steps together, one thread
+  // each, with the same tokens. Without it, this engine is the group's front: it builds ranks
+  // 1 .. size - 1 itself and every call steps them all (a parallel::ThreadComm, one thread per
+  // rank per step). Every rank returns the full logits. CPU only so far (NCCL is not built yet).
   model::TensorParallel tensor_parallel;
   parallel::Comm* comm = nullptr;
 };
@@ -59,7 +60,7 @@ class Engine {
   int position() const { return position_; }  // tokens in the sequence so far
 
   // Forgets the sequence (the cache pages are reused).
-  void reset() { position_ = 0; }
+  void reset();
   // Appends `tokens` to the sequence and returns fp32 logits: of the last token ([vocab]), or
   // with all_logits of every token in `tokens` ([tokens.size() * vocab], row-major). Throws
   // ErrorKind::invalid_argument if the sequence would outgrow the context or a token id is
@@ -73,9 +74,13 @@ class Engine {
   int decode_graph_kernels() const;
 
  private:
+  std::vector<float> step_rank(const std::vector<int32_t>& tokens, bool all_logits);
   void run_chunk(const int32_t* tokens, int n, bool all_logits, float* logits_out);
   void check_tokens(const int32_t* tokens, int n) const;
 
+  // The group a front engine builds (EngineOptions::tensor_parallel without comm): its
+  // communicator (before options_, which points at it) and ranks 1 .. size - 1.
+  std::unique_ptr<parallel::ThreadComm> group_comm_;
   EngineOptions options_;
   model::ModelConfig config_;
   model::ModelConfig rank_config_;  // this rank's part of config_ (config_ itself for one rank)
@@ -91,6 +96,7 @@ class Engine {
   // Greedy decode as a graph: inputs [token, position, slot, 0, 1, kv_len] and the chosen token.
   OwnedTensor decode_inputs_, decode_token_;
   std::unique_ptr<DecodeGraph> decode_graph_;
+  std::vector<std::unique_ptr<Engine>> followers_;
 };
 
 }  // namespace braid::engine

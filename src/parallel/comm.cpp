@@ -14,6 +14,11 @@ ThreadComm::ThreadComm(int size) : size_(size), posted_(static_cast<size_t>(size
 
 void ThreadComm::barrier() {
   std::unique_lock lock(mutex_);
+  auto check = [&] {
+    if (aborted_)
+      throw Error(ErrorKind::internal, "ThreadComm: another rank of the group failed; the group is unusable");
+  };
+  check();
   const uint64_t gen = generation_;
   if (++waiting_ == size_) {
     waiting_ = 0;
@@ -21,7 +26,14 @@ void ThreadComm::barrier() {
     cv_.notify_all();
     return;
   }
-  cv_.wait(lock, [&] { return generation_ != gen; });
+  cv_.wait(lock, [&] { return generation_ != gen || aborted_; });
+  if (generation_ == gen) check();
+}
+
+void ThreadComm::abort() {
+  std::lock_guard lock(mutex_);
+  aborted_ = true;
+  cv_.notify_all();
 }
 
 void ThreadComm::post(int rank, const Tensor& x) {

@@ -35,6 +35,9 @@ class ThreadComm : public Comm {
   int size() const override { return size_; }
   void all_reduce_sum(int rank, const Tensor& x, Stream stream) override;
   void all_gather_columns(int rank, const Tensor& x, const Tensor& out, Stream stream) override;
+  // A rank that fails mid-step calls this so that the others, waiting for it at a collective,
+  // throw instead of waiting forever; the group is unusable afterwards.
+  void abort();
 
  private:
   void barrier();
@@ -46,6 +49,7 @@ class ThreadComm : public Comm {
   std::condition_variable cv_;
   int waiting_ = 0;
   uint64_t generation_ = 0;
+  bool aborted_ = false;
 };
 
 }  // namespace braid::parallel

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "engine/engine.h"
+#include "engine/generate.h"
 #include "model/shard.h"
 #include "parallel/comm.h"
 #include "test_util.h"
@@ -94,6 +95,26 @@ TEST(TensorParallelCpu, FewerKvHeadsThanRanksAndTiedEmbeddings) {
   expect_matches_unsharded(dir.path(), 4);
 }
 
+// The front engine (tensor_parallel without a communicator) builds and steps its own ranks:
+// generate() on it gives the unsharded engine's tokens, greedy and sampled.
+TEST(TensorParallelCpu, FrontEngineGeneratesTheUnshardedTokens) {
+  const std::string dir = (kGoldens / "qwen3_moe").string();
+  engine::Engine whole(dir, {});
+  engine::EngineOptions o;
+  o.tensor_parallel.size = 2;
+  engine::Engine front(dir, o);
+  const auto prompt = tokens_of(9, whole.config().vocab_size, 3);
+  EXPECT_EQ(engine::generate(front, prompt, 12, {}, {}).tokens,
+            engine::generate(whole, prompt, 12, {}, {}).tokens);
+  const engine::SamplingParams sampled{0.8f, 20, 0.9f, 7};
+  EXPECT_EQ(engine::generate(front, prompt, 12, sampled, {}).tokens,
+            engine::generate(whole, prompt, 12, sampled, {}).tokens);
+  // A bad token is refused before any rank starts (no rank left waiting at a collective).
+  expect_error([&] { front.step({whole.config().vocab_size}); }, ErrorKind::invalid_argument,
+               {"outside the vocabulary"});
+  EXPECT_EQ(front.step({5}).size(), static_cast<size_t>(whole.config().vocab_size));
+}
+
 TEST(TensorParallelCpu, ShardConfigDividesAndReplicates) {
   model::ModelConfig c;
   c.num_layers = 2, c.hidden_size = 64, c.num_heads = 8, c.num_kv_heads = 2, c.head_dim = 8;
@@ -130,8 +151,8 @@ TEST(TensorParallelCpu, WhatDoesNotSplitIsRefusedBeforeLoading) {
   parallel::ThreadComm three(3), two(2);
   expect_error([&] { engine::Engine(dir.path(), with(0, 3, &three)); }, ErrorKind::invalid_argument,
                {"num_attention_heads 4", "--tensor-parallel 3"});
-  expect_error([&] { engine::Engine(dir.path(), with(0, 2, nullptr)); }, ErrorKind::invalid_argument,
-               {"communicator"});
+  expect_error([&] { engine::Engine(dir.path(), with(0, 2, &three)); }, ErrorKind::invalid_argument,
+               {"communicator of that size"});
   expect_error([&] { engine::Engine(dir.path(), with(2, 2, &two)); }, ErrorKind::invalid_argument,
                {"rank 2 of 2"});
   expect_error([&] { engine::Engine(dir.path(), with(0, 2, &two, Device::cuda())); },
