@@ -95,6 +95,15 @@ TEST(TensorParallelCpu, FewerKvHeadsThanRanksAndTiedEmbeddings) {
   expect_matches_unsharded(dir.path(), 4);
 }
 
+// Llama's attention_bias: q/k/v biases split with their rows, o_proj's bias added once (rank 0)
+// to the all-reduced sum; added by every rank it would count size times.
+TEST(TensorParallelCpu, AttentionBiases) {
+  TinyModelSpec s;
+  s.attention_bias = true;
+  TinyModelDir dir(s);
+  expect_matches_unsharded(dir.path(), 2);
+}
+
 // The front engine (tensor_parallel without a communicator) builds and steps its own ranks:
 // generate() on it gives the unsharded engine's tokens, greedy and sampled.
 TEST(TensorParallelCpu, FrontEngineGeneratesTheUnshardedTokens) {

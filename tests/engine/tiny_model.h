@@ -23,6 +23,7 @@ struct TinyModelSpec {
   int vocab = 96, hidden = 64, layers = 2, heads = 4, kv_heads = 2, head_dim = 16;
   int intermediate = 96;
   bool qkv_bias = false, qk_norm = false, tied = false;
+  bool attention_bias = false;  // Llama's attention_bias: q/k/v and o_proj biases
   int experts = 0, experts_per_token = 0, moe_intermediate = 48;
   std::vector<int> mlp_only_layers;  // Qwen3-MoE: layers with a dense MLP instead of experts
   std::string dtype = "F32";  // safetensors dtype of every tensor
@@ -78,6 +79,7 @@ class TinyModelDir {
                         {"torch_dtype", s.config_dtype},
                         {"bos_token_id", 1},
                         {"eos_token_id", 2}};
+    if (s.attention_bias) c["attention_bias"] = true;
     if (s.fp8 == "blocks" && !s.fp8_dequantized)
       c["quantization_config"] = {{"quant_method", "fp8"}, {"fmt", "e4m3"},
                                   {"activation_scheme", "dynamic"}, {"weight_block_size", {128, 128}}};
@@ -203,7 +205,8 @@ class TinyModelDir {
       add(p + "self_attn.k_proj.weight", {kvd, H});
       add(p + "self_attn.v_proj.weight", {kvd, H});
       add(p + "self_attn.o_proj.weight", {H, qd});
-      if (s.qkv_bias) {
+      if (s.attention_bias) add(p + "self_attn.o_proj.bias", {H});
+      if (s.qkv_bias || s.attention_bias) {
         add(p + "self_attn.q_proj.bias", {qd});
         add(p + "self_attn.k_proj.bias", {kvd});
         add(p + "self_attn.v_proj.bias", {kvd});
