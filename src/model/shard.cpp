@@ -31,10 +31,6 @@ bool any_dense_layer(const ModelConfig& c) {
 ModelConfig shard_config(const ModelConfig& full, int size) {
   if (size < 1) refuse(ErrorKind::invalid_argument, "the group size must be at least 1");
   if (size == 1) return full;
-  if (full.mla())
-    refuse(ErrorKind::unsupported, "multi-head latent attention (DeepSeek) is not split yet");
-  if (full.n_shared_experts > 0)
-    refuse(ErrorKind::unsupported, "DeepSeek's shared experts are not split yet");
   if (full.weights != WeightFormat::dense)
     refuse(ErrorKind::unsupported, "fp8 checkpoints (" +
                                        std::string(weight_format_name(full.weights)) +
@@ -75,9 +71,24 @@ TensorSlice tensor_slice(const std::string& name, const ModelConfig& full, Tenso
     const int64_t per = whole / tp.size;
     return TensorSlice{dim, tp.rank * per, (tp.rank + 1) * per};
   };
+  // DeepSeek's shared experts are one MLP n_shared_experts x moe_intermediate_size wide.
+  const bool shared = name.find(".shared_experts.") != std::string::npos;
   const bool expert = name.find(".experts.") != std::string::npos;
-  const int64_t inter = expert ? full.moe_intermediate_size : full.intermediate_size;
+  const int64_t inter = shared   ? int64_t{full.moe_intermediate_size} * full.n_shared_experts
+                        : expert ? full.moe_intermediate_size
+                                 : full.intermediate_size;
   const int64_t hd = full.head_dim;
+  if (full.mla()) {
+    // Multi-head latent attention: the query heads and their parts of kv_b_proj and o_proj split;
+    // the latent (q_a_proj, kv_a_proj_with_mqa, their norms) is computed whole on every rank, and
+    // every rank's cache holds it.
+    const int64_t heads = full.num_heads;
+    if (ends(".self_attn.q_proj.weight") || ends(".self_attn.q_b_proj.weight"))
+      return part(0, heads * full.mla_q_head_dim());
+    if (ends(".self_attn.kv_b_proj.weight"))
+      return part(0, heads * (full.qk_nope_head_dim + full.v_head_dim));
+    if (ends(".self_attn.o_proj.weight")) return part(1, heads * full.v_head_dim);
+  }
 
   if (name == "model.embed_tokens.weight" || name == "lm_head.weight")
     return part(0, full.vocab_size);

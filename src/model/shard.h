@@ -3,7 +3,9 @@
 // row-parallel: o_proj and down (their input columns), each followed by one all-reduce in the
 // forward; vocabulary-parallel: the embedding and the LM head (rows of the vocabulary). The
 // routed experts split along their intermediate width like the dense MLP (no all-to-all); the
-// router, the norms and o_proj's bias are whole on every rank.
+// router, the norms and o_proj's bias are whole on every rank. Multi-head latent attention
+// (DeepSeek) splits its query heads (q_proj or q_b_proj, kv_b_proj, o_proj) and computes the
+// latent whole on every rank; DeepSeek's shared experts split like the routed ones.
 #pragma once
 
 #include <cstdint>
@@ -25,8 +27,7 @@ struct TensorParallel {
 // (one per rank, each rank the one its query heads read) when there are fewer. Throws
 // ErrorKind::unsupported or invalid_argument, naming the field, for what does not split: heads
 // not a multiple of the size, KV heads neither a multiple nor a divisor of it, widths or the
-// vocabulary not multiples of it, and (not yet) MLA, DeepSeek's shared experts and fp8
-// checkpoints.
+// vocabulary not multiples of it, and (not yet) fp8 checkpoints.
 ModelConfig shard_config(const ModelConfig& full, int size);
 
 // The part of a checkpoint tensor one rank holds: rows (dim 0) or columns (dim 1) [begin, end),

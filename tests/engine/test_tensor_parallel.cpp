@@ -88,6 +88,16 @@ TEST(TensorParallelCpu, MoeGoldensMatchTheUnshardedForward) {
   expect_matches_unsharded((kGoldens / "mixtral").string(), 2);
 }
 
+// DeepSeek: multi-head latent attention (heads split, the latent whole on every rank; with and
+// without the q LoRA), sigmoid and softmax group routing, shared experts split like the routed
+// ones, dense first layers; DeepSeek-OCR's language model with plain attention.
+TEST(TensorParallelCpu, DeepseekGoldensMatchTheUnshardedForward) {
+  for (const char* family : {"deepseek_v2", "deepseek_v2_lora", "deepseek_v3", "deepseek_ocr_lm"}) {
+    expect_matches_unsharded((kGoldens / family).string(), 2);
+    expect_matches_unsharded((kGoldens / family).string(), 4);
+  }
+}
+
 TEST(TensorParallelCpu, FewerKvHeadsThanRanksAndTiedEmbeddings) {
   TinyModelSpec s;  // 4 heads over 2 KV heads
   s.tied = true;
@@ -171,8 +181,12 @@ TEST(TensorParallelCpu, WhatDoesNotSplitIsRefusedBeforeLoading) {
   TinyModelDir kv_dir(kv);
   expect_error([&] { engine::Engine(kv_dir.path(), with(0, 3, &three)); }, ErrorKind::invalid_argument,
                {"num_key_value_heads 2", "--tensor-parallel 3"});
-  expect_error([&] { engine::Engine((kGoldens / "deepseek_v3").string(), with(0, 2, &two)); },
-               ErrorKind::unsupported, {"multi-head latent attention"});
+  TinyModelSpec fp8 = s;
+  fp8.hidden = 256, fp8.heads = 8, fp8.kv_heads = 4, fp8.head_dim = 32, fp8.intermediate = 256;
+  fp8.fp8 = "blocks";
+  TinyModelDir fp8_dir(fp8);
+  expect_error([&] { engine::Engine(fp8_dir.path(), with(0, 2, &two)); }, ErrorKind::unsupported,
+               {"fp8"});
 }
 
 }  // namespace
