@@ -52,8 +52,10 @@ void ThreadComm::all_reduce_sum(int rank, const Tensor& x, Stream) {
   const int64_t m = x.size(0), n = x.size(1);
   std::vector<float> sum(static_cast<size_t>(m * n), 0.0f);
   for (const Tensor& t : posted_) {
-    if (t.size(0) != m || t.size(1) != n || t.dtype != x.dtype)
+    if (t.size(0) != m || t.size(1) != n || t.dtype != x.dtype) {
+      abort();  // the others would wait for this rank at the next barrier
       throw Error(ErrorKind::internal, "ThreadComm: ranks posted different shapes to one all-reduce");
+    }
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j)
         sum[static_cast<size_t>(i * n + j)] += load_as_float(t.data, t.dtype, i * t.row_stride() + j);
@@ -65,10 +67,10 @@ void ThreadComm::all_reduce_sum(int rank, const Tensor& x, Stream) {
 }
 
 void ThreadComm::all_gather_columns(int rank, const Tensor& x, const Tensor& out, Stream) {
-  post(rank, x);
   const int64_t m = x.size(0), w = x.size(1);
   if (out.ndim != 2 || out.size(0) != m || out.size(1) != w * size_ || out.dtype != x.dtype)
     throw Error(ErrorKind::invalid_argument, "ThreadComm: all_gather_columns's out must be [m, size * w] of x's dtype");
+  post(rank, x);
   for (int r = 0; r < size_; ++r) {
     const Tensor& t = posted_[static_cast<size_t>(r)];
     for (int64_t i = 0; i < m; ++i)

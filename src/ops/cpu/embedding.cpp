@@ -21,9 +21,7 @@ void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) {
                       "ids in [0, " + std::to_string(vocab) + ") (the table's vocab size)",
                       "id " + std::to_string(id) + " at position " + std::to_string(i));
   }
-  const size_t row_bytes = static_cast<size_t>(table.size(1)) * dtype_size(table.dtype);
-  for (int64_t i = 0; i < n; ++i)
-    std::memcpy(out.at(i * out.row_stride()), table.at(id_at(ids, i) * table.row_stride()), row_bytes);
+  embedding_rows(ids, table, 0, out);  // every id checked: no zero rows
 }
 
 void embedding_rows(const Tensor& ids, const Tensor& table, int64_t first_id, const Tensor& out) {
