@@ -2,6 +2,7 @@
 #include <fmt/core.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -46,6 +47,9 @@ struct GenerateArgs {
 int run_generate(const GenerateArgs& a) {
   if (!std::filesystem::is_directory(a.model))
     throw Error(ErrorKind::io, "generate: --model '" + a.model + "' is not a folder");
+  // A CUDA tensor-parallel group needs every kernel loaded when CUDA starts (nccl_comm.h): set
+  // before the first CUDA call, which device_from_option may make.
+  if (a.tensor_parallel > 1) setenv("CUDA_MODULE_LOADING", "EAGER", 1);
   engine::EngineOptions options;
   options.device = bench::device_from_option(a.device, "generate");
   if (!a.dtype.empty()) options.dtype = dtype_from_name(a.dtype);
@@ -140,8 +144,8 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   g->add_option("--top-p", a->top_p, "Nucleus sampling mass")->capture_default_str();
   g->add_option("--seed", a->seed, "Sampling seed")->capture_default_str();
   g->add_option("--tensor-parallel", a->tensor_parallel,
-                "Ranks the model is split over (Megatron-style; the CPU simulates them as threads, "
-                "CUDA: not yet)")
+                "Ranks the model is split over (Megatron-style): GPUs cuda:0 .. N-1 over NCCL, or "
+                "threads on the CPU")
       ->capture_default_str();
   g->add_option("--max-context", a->max_context,
                 "Context length to allocate (default: the model's, at most 8192)");

@@ -8,7 +8,9 @@
 
 #include "braid/error.h"
 #include "braid/ops.h"
+#include "core/device_guard.h"
 #include "model/safetensors.h"
+#include "parallel/nccl_comm.h"
 
 namespace braid::engine {
 
@@ -32,22 +34,30 @@ model::ModelConfig load_checked_config(const std::string& dir, const EngineOptio
                   "engine: tensor-parallel rank " + std::to_string(tp.rank) + " of " +
                       std::to_string(tp.size) + " needs a rank in [0, size) and a communicator "
                       "of that size");
-    if (o.device.is_cuda())
-      throw Error(ErrorKind::unsupported,
-                  "engine: tensor parallelism runs on the CPU only for now (the NCCL path is not "
-                  "built yet)");
     (void)model::shard_config(c, tp.size);  // what does not split is refused before any weight
   }
   return c;
 }
 
-// A front engine's group (tensor parallelism without a caller's communicator): its ThreadComm.
-std::unique_ptr<parallel::ThreadComm> group_comm_for(const EngineOptions& o) {
-  if (o.tensor_parallel.size <= 1 || o.comm) return nullptr;
-  return std::make_unique<parallel::ThreadComm>(o.tensor_parallel.size);
+// The device of a front engine's rank r: CPU ranks share the CPU, CUDA ranks take the GPUs
+// after the front's own, one each.
+Device rank_device(Device front, int r) {
+  return front.is_cuda() ? Device::cuda(front.index + r) : front;
 }
 
-EngineOptions with_comm(EngineOptions o, parallel::ThreadComm* comm) {
+// A front engine's group (tensor parallelism without a caller's communicator): a ThreadComm on
+// the CPU, NCCL over the group's GPUs on CUDA. Made before any weight is read, so that a group
+// larger than the GPUs present, or GPUs without peer access, are refused first.
+std::unique_ptr<parallel::Comm> group_comm_for(const EngineOptions& o) {
+  const int n = o.tensor_parallel.size;
+  if (n <= 1 || o.comm) return nullptr;
+  if (o.device.is_cpu()) return std::make_unique<parallel::ThreadComm>(n);
+  std::vector<int> devices;
+  for (int r = 0; r < n; ++r) devices.push_back(rank_device(o.device, r).index);
+  return parallel::make_nccl_comm(devices);
+}
+
+EngineOptions with_comm(EngineOptions o, parallel::Comm* comm) {
   if (comm) {
     o.tensor_parallel.rank = 0;
     o.comm = comm;
@@ -86,6 +96,9 @@ Engine::Engine(const std::string& dir, const EngineOptions& o)
   for (int r = 1; group_comm_ && r < o.tensor_parallel.size; ++r) {
     EngineOptions rank = options_;
     rank.tensor_parallel.rank = r;
+    rank.device = rank_device(o.device, r);
+    rank.warm_up = false;  // the front warms the whole group up below: a rank alone would wait
+    DeviceGuard guard(rank.device);
     followers_.push_back(std::make_unique<Engine>(dir, rank));
   }
   const int T = o.max_step_tokens;
@@ -129,18 +142,13 @@ void Engine::reset() {
   for (auto& f : followers_) f->reset();
 }
 
-std::vector<float> Engine::step(const std::vector<int32_t>& tokens, bool all_logits) {
-  if (followers_.empty()) return step_rank(tokens, all_logits);
-  // A front engine: bad tokens are refused here, before any rank starts; a rank that fails
-  // mid-step aborts the group so that the others do not wait for it forever.
-  check_tokens(tokens.data(), static_cast<int>(tokens.size()));
+void Engine::on_every_rank(const std::function<void(Engine&)>& work) {
   std::mutex mutex;
   std::exception_ptr first_error;  // the failure itself, not the others' "group aborted"
-  std::vector<float> out;
   auto run = [&](Engine& e) {
     try {
-      std::vector<float> logits = e.step_rank(tokens, all_logits);
-      if (&e == this) out = std::move(logits);
+      DeviceGuard guard(e.options_.device);
+      work(e);
     } catch (...) {
       {
         std::lock_guard lock(mutex);
@@ -154,6 +162,17 @@ std::vector<float> Engine::step(const std::vector<int32_t>& tokens, bool all_log
   run(*this);
   for (auto& t : threads) t.join();
   if (first_error) std::rethrow_exception(first_error);
+}
+
+std::vector<float> Engine::step(const std::vector<int32_t>& tokens, bool all_logits) {
+  if (followers_.empty()) return step_rank(tokens, all_logits);
+  // A front engine: bad tokens are refused here, before any rank starts.
+  check_tokens(tokens.data(), static_cast<int>(tokens.size()));
+  std::vector<float> out;
+  on_every_rank([&](Engine& e) {
+    std::vector<float> logits = e.step_rank(tokens, all_logits);
+    if (&e == this) out = std::move(logits);
+  });
   return out;
 }
 
@@ -173,6 +192,18 @@ std::vector<float> Engine::step_rank(const std::vector<int32_t>& tokens, bool al
 
 int32_t Engine::decode_greedy(int32_t token) {
   check_tokens(&token, 1);
+  if (followers_.empty()) return decode_greedy_rank(token);
+  // Every rank gathers the same logits, so every rank must choose the same token.
+  std::vector<int32_t> chosen(followers_.size() + 1);
+  on_every_rank([&](Engine& e) { chosen[e.options_.tensor_parallel.rank] = e.decode_greedy_rank(token); });
+  for (int32_t t : chosen)
+    if (t != chosen[0])
+      throw Error(ErrorKind::internal, "engine: the ranks of a tensor-parallel group chose different tokens");
+  return chosen[0];
+}
+
+int32_t Engine::decode_greedy_rank(int32_t token) {
+  check_tokens(&token, 1);
   // The CPU, and the first CUDA step (which also plans the gemms of one-token shapes, so that
   // nothing is planned or allocated inside the capture), run eagerly.
   if (options_.device.is_cpu() || decode_inputs_.view().ndim == 0) {
@@ -180,7 +211,7 @@ int32_t Engine::decode_greedy(int32_t token) {
       decode_inputs_ = OwnedTensor(DType::i32, {6}, options_.device);
       decode_token_ = OwnedTensor(DType::i32, {1}, options_.device);
     }
-    const std::vector<float> logits = step({token});
+    const std::vector<float> logits = step_rank({token}, false);
     return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
   }
   if (!decode_graph_) {
@@ -194,8 +225,17 @@ int32_t Engine::decode_greedy(int32_t token) {
     const Tensor logits = logits_.view().slice(0, 0, 1);
     decode_graph_ = std::make_unique<DecodeGraph>(
         6, d.ptr<int32_t>(), 1, decode_token_.view().ptr<int32_t>(), [this, in, logits](Stream s) {
-          model::forward(config_, weights_, cache_, workspace_, in, 1, false, logits, s, nullptr,
-                         decode_token_.view());
+          if (options_.tensor_parallel.size > 1) {
+            // The gathered logits, then their argmax: the same on every rank.
+            const model::TensorParallelStep tp{options_.tensor_parallel.rank, options_.comm,
+                                               local_logits_.view()};
+            model::forward(rank_config_, weights_, cache_, workspace_, in, 1, false, logits, s,
+                           nullptr, Tensor{}, &tp);
+            ops::argmax(logits, decode_token_.view(), s);
+          } else {
+            model::forward(config_, weights_, cache_, workspace_, in, 1, false, logits, s, nullptr,
+                           decode_token_.view());
+          }
         });
   }
   int32_t* h = decode_graph_->inputs();

@@ -1,6 +1,7 @@
 // One model loaded on one device, serving one sequence: prefill, then decode, token by token.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -35,8 +36,9 @@ struct EngineOptions {
   // Tensor parallelism (model/shard.h) over tensor_parallel.size ranks. With `comm`, this engine
   // is rank tensor_parallel.rank of a group whose engines the caller steps together, one thread
   // each, with the same tokens. Without it, this engine is the group's front: it builds ranks
-  // 1 .. size - 1 itself and every call steps them all (a parallel::ThreadComm, one thread per
-  // rank per step). Every rank returns the full logits. CPU only so far (NCCL is not built yet).
+  // 1 .. size - 1 itself and every call steps them all, one thread per rank per step: on the
+  // CPU through a parallel::ThreadComm, on CUDA over NCCL with rank r on GPU device.index + r.
+  // Every rank returns the full logits.
   model::TensorParallel tensor_parallel;
   parallel::Comm* comm = nullptr;
 };
@@ -75,12 +77,17 @@ class Engine {
 
  private:
   std::vector<float> step_rank(const std::vector<int32_t>& tokens, bool all_logits);
+  int32_t decode_greedy_rank(int32_t token);
+  // A front engine: runs `work` on every rank of its group at once, one thread each with the
+  // rank's device current; a rank that fails aborts the group's communicator (so that none waits
+  // at a collective forever) and its error is rethrown here.
+  void on_every_rank(const std::function<void(Engine&)>& work);
   void run_chunk(const int32_t* tokens, int n, bool all_logits, float* logits_out);
   void check_tokens(const int32_t* tokens, int n) const;
 
   // The group a front engine builds (EngineOptions::tensor_parallel without comm): its
   // communicator (before options_, which points at it) and ranks 1 .. size - 1.
-  std::unique_ptr<parallel::ThreadComm> group_comm_;
+  std::unique_ptr<parallel::Comm> group_comm_;
   EngineOptions options_;
   model::ModelConfig config_;
   model::ModelConfig rank_config_;  // this rank's part of config_ (config_ itself for one rank)

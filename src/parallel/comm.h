@@ -1,7 +1,7 @@
 // The collectives a tensor-parallel forward needs, behind one interface: each rank of a group
 // calls them in the same order with tensors of the same shapes. ThreadComm is the CPU one (the
 // ranks are threads of one process, as the simulated ranks of the tests are); the CUDA one is
-// NCCL's (not yet).
+// NCCL's (nccl_comm.h).
 #pragma once
 
 #include <condition_variable>
@@ -24,6 +24,9 @@ class Comm {
   // out[:, r * w : (r + 1) * w] = rank r's x, on every rank. x [m, w], out [m, size * w]: rows of
   // one float dtype.
   virtual void all_gather_columns(int rank, const Tensor& x, const Tensor& out, Stream stream) = 0;
+  // A rank that fails mid-step calls this so that the others, waiting for it at a collective,
+  // fail instead of waiting forever; the group is unusable afterwards.
+  virtual void abort() = 0;
 };
 
 // Ranks as threads of one process, on the CPU. A collective meets at a barrier, then each rank
@@ -35,9 +38,7 @@ class ThreadComm : public Comm {
   int size() const override { return size_; }
   void all_reduce_sum(int rank, const Tensor& x, Stream stream) override;
   void all_gather_columns(int rank, const Tensor& x, const Tensor& out, Stream stream) override;
-  // A rank that fails mid-step calls this so that the others, waiting for it at a collective,
-  // throw instead of waiting forever; the group is unusable afterwards.
-  void abort();
+  void abort() override;
 
  private:
   void barrier();

@@ -12,6 +12,7 @@
 
 #include "engine/engine.h"
 #include "engine/generate.h"
+#include "parallel/nccl_comm.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 
@@ -192,11 +193,7 @@ TEST_P(Goldens, CudaMatchesTransformersInBf16) {
 // captured CUDA graph with the fused norm + LM head + argmax. Fed the fp32 tokens, its choices
 // must be the reference's wherever the top-two gap is clear (or transformers' own bf16 choice on
 // the same prefix, as above).
-TEST_P(Goldens, CudaGraphGreedyDecodeMatchesTransformers) {
-  BRAID_REQUIRE_CUDA();
-  const Golden g = load_golden(GetParam());
-  engine::EngineOptions o;
-  o.device = Device::cuda();
+void expect_graph_greedy_matches(const Golden& g, const engine::EngineOptions& o) {
   engine::Engine eng(g.dir.string(), o);
   eng.step(g.prompt);
   int compared = 0;
@@ -209,6 +206,43 @@ TEST_P(Goldens, CudaGraphGreedyDecodeMatchesTransformers) {
     ++compared;
   }
   EXPECT_GT(compared, 0) << g.name;
+}
+
+TEST_P(Goldens, CudaGraphGreedyDecodeMatchesTransformers) {
+  BRAID_REQUIRE_CUDA();
+  engine::EngineOptions o;
+  o.device = Device::cuda();
+  expect_graph_greedy_matches(load_golden(GetParam()), o);
+}
+
+// Tensor parallelism over NCCL (issue 21): the golden split over 2 and 4 GPUs, prompt steps and
+// graph-captured greedy decode, held to the one-GPU tolerances. A size is skipped where fewer
+// GPUs are present or the config does not split that way (model::shard_config says why).
+TEST_P(Goldens, CudaTensorParallelMatchesTransformers) {
+  BRAID_REQUIRE_CUDA();
+  if (cuda_device_count() < 2) GTEST_SKIP() << "fewer than 2 GPUs";
+  if (!parallel::cuda_module_loading_is_eager())
+    GTEST_SKIP() << "a CUDA tensor-parallel group needs CUDA_MODULE_LOADING=EAGER "
+                    "(tools/device/tensor_parallel.sh sets it)";
+  const Golden g = load_golden(GetParam());
+  int ran = 0;
+  for (int size : {2, 4}) {
+    if (size > cuda_device_count()) continue;
+    try {
+      (void)model::shard_config(model::load_config(g.dir.string()), size);
+    } catch (const Error& e) {
+      std::printf("%s: no tensor-parallel size %d (%s)\n", g.name.c_str(), size, e.what());
+      continue;
+    }
+    SCOPED_TRACE("tensor-parallel size " + std::to_string(size));
+    engine::EngineOptions o;
+    o.device = Device::cuda();
+    o.tensor_parallel.size = size;
+    expect_bf16_matches(g, o);
+    expect_graph_greedy_matches(g, o);
+    ++ran;
+  }
+  if (ran == 0) GTEST_SKIP() << "no tensor-parallel size that splits " << g.name;
 }
 
 // The golden prompts are shorter than the steps that take the grouped MoE path by default: this

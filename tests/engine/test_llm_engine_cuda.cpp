@@ -90,6 +90,9 @@ TEST(LLMEngineCuda, BatchedGreedyFollowsTheReferenceInGraphsAndEagerly) {
     engine::EngineConfig cfg;
     cfg.device = Device::cuda();
     cfg.cuda_graphs = graphs;
+    // A share of the free memory, not the default 0.9: the test needs little, and other
+    // processes (compute-sanitizer's shards) share the card.
+    cfg.gpu_memory_utilization = 0.05;
     engine::LLMEngine eng(kFortunes, cfg);
     const auto prompts = fortune_prompts(eng);
     // Each prompt three times: alone in effect (first), and beside the others.
@@ -153,6 +156,7 @@ TEST(LLMEngineCuda, SampledRowsDrawTheSameTokensOnTheDeviceAndOnTheHost) {
   BRAID_REQUIRE_CUDA();
   engine::EngineConfig cfg;
   cfg.device = Device::cuda();
+  cfg.gpu_memory_utilization = 0.05;
   engine::LLMEngine eng(kFortunes, cfg);
   const auto prompts = fortune_prompts(eng);
   auto sampled = [&](const std::string& id, int logprobs) {

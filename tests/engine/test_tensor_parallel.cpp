@@ -174,8 +174,17 @@ TEST(TensorParallelCpu, WhatDoesNotSplitIsRefusedBeforeLoading) {
                {"communicator of that size"});
   expect_error([&] { engine::Engine(dir.path(), with(2, 2, &two)); }, ErrorKind::invalid_argument,
                {"rank 2 of 2"});
-  expect_error([&] { engine::Engine(dir.path(), with(0, 2, &two, Device::cuda())); },
-               ErrorKind::unsupported, {"CPU only"});
+  // A CUDA group larger than the GPUs present (none on CI's machines): refused before the
+  // checkpoint is read.
+  const int gpus = cuda_device_count(), size = std::max(2, gpus + 1);
+#if BRAID_WITH_CUDA
+  expect_error([&] { engine::Engine(dir.path(), with(0, size, nullptr, Device::cuda())); },
+               ErrorKind::invalid_argument,
+               {"over " + std::to_string(size) + " GPUs", std::to_string(gpus) + " are present"});
+#else
+  expect_error([&] { engine::Engine(dir.path(), with(0, size, nullptr, Device::cuda())); },
+               ErrorKind::unsupported, {"no CUDA support"});
+#endif
   TinyModelSpec kv = s;
   kv.heads = 6, kv.kv_heads = 2, kv.hidden = 96;  // 6 heads split in 3; 2 KV heads do not
   TinyModelDir kv_dir(kv);

@@ -48,7 +48,8 @@
 #                     SANITIZE_TOOLS (default "memcheck racecheck synccheck initcheck") runs
 #                     braid_tests with SANITIZE_FILTER (default: tools/device/cuda_test_filter.py,
 #                     every test that asks for the GPU) in SANITIZE_SHARDS gtest shards (default
-#                     1), SANITIZE_JOBS processes at once (default 4), each stopped after
+#                     1; SANITIZE_SHARD_LIST runs only the listed ones, to split a tool
+#                     over calls), SANITIZE_JOBS processes at once (default 4), each stopped after
 #                     SANITIZE_TIMEOUT s (default none); the step fails if a tool reports an error
 #                     or a shard has no summary; sanitize.txt (one line per tool and shard) and
 #                     sanitize_logs.tar.gz (per log: the reports counted by kind, the first
@@ -137,6 +138,7 @@ sanitize() {
   local tools=${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}
   local shards=${SANITIZE_SHARDS:-1} limit=${SANITIZE_TIMEOUT:-0} rc=0 tool shard log
   local jobs_max=${SANITIZE_JOBS:-4}
+  local shard_list=${SANITIZE_SHARD_LIST:-$(seq 0 $((shards - 1)))}
   local filter=${SANITIZE_FILTER:-$(python3 "$ROOT/tools/device/cuda_test_filter.py")}
   local dir="$OUT/sanitize" extra
   mkdir -p "$dir"
@@ -145,10 +147,14 @@ sanitize() {
     # its closed Hopper fp8 kernels, which braidinfer can neither read nor fix
     # (docs/perf/sanitizer.md). Every braidinfer kernel is checked.
     extra=()
+    # initcheck: every report, one line each, so that each can be put down to its test (the
+    # default stops printing after 100, all from the first test that reads a buffer cuBLASLt
+    # wrote: docs/perf/sanitizer.md).
+    [[ "$tool" == initcheck ]] && extra=(--print-limit 1000000 --show-backtrace no)
     if [[ "$tool" == racecheck ]] && compute-sanitizer --help 2>&1 | grep -q -- '--kernel-name-exclude'; then
       extra=(--kernel-name-exclude kns=nvjet)
     fi
-    for ((shard = 0; shard < shards; shard++)); do
+    for shard in $shard_list; do
       # At most SANITIZE_JOBS at once: each sanitized process holds its own context, shadow
       # memory and the tests' buffers, and 12 at once ran an H200's 141 GB out of memory.
       while (($(jobs -rp | wc -l) >= jobs_max)); do wait -n || true; done
@@ -162,7 +168,7 @@ sanitize() {
   pkill -f "$BIN/tests/braid_tests" 2>/dev/null || true
   : > "$OUT/sanitize.txt"
   for tool in $tools; do
-    for ((shard = 0; shard < shards; shard++)); do
+    for shard in $shard_list; do
       log="$dir/$tool.$shard.log"
       local summary ok failed
       summary=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1 || true)
@@ -175,15 +181,18 @@ sanitize() {
         >> "$OUT/sanitize.txt"
     done
   done
-  # Each log's reports by kind over the whole log (addresses, threads and blocks left out), then
-  # its first 40 kB (the reports come first) and every summary line, in one archive.
+  # Each log's reports by kind over the whole log (addresses, threads and blocks left out), the
+  # reports of each test (the kernel they point at, counted), then its first 4 MB and every
+  # gtest and summary line, in one archive.
   for log in "$dir"/*.log; do
     grep -E '^=========     at |^========= [A-Z]' "$log" |
       sed -E 's/0x[0-9a-f]+/X/g; s/\([0-9, ]+\)//g' | sort | uniq -c | sort -rn > "${log%.log}.kinds"
-  done
-  for log in "$dir"/*.log; do
-    { head -c 40000 "$log"; echo; echo "[...]"; grep -E 'SUMMARY|^\[  (PASSED|FAILED)' "$log"; } \
-      > "$log.head" && mv "$log.head" "$log"
+    awk '/^\[ RUN      \]/ { test = $4 }
+         /^=========     at / { sub(/^=========     at /, ""); sub(/\+0x[0-9a-f]+/, ""); n[test " | " $0]++ }
+         END { for (k in n) print n[k] "\t" k }' "$log" | sort -t$'\t' -k2 > "${log%.log}.by_test"
+    { head -c 4000000 "$log"; echo; echo "[...]"
+      grep -E 'SUMMARY|^\[ *(RUN|OK|PASSED|FAILED) *\]|Failure$' "$log"; } > "$log.head" &&
+      mv "$log.head" "$log"
   done
   tar czf "$OUT/sanitize_logs.tar.gz" -C "$OUT" sanitize && rm -rf "$dir"
   cat "$OUT/sanitize.txt"

@@ -1,9 +1,13 @@
 // Host-side facts and settings that kernel launchers share: the current device's SM count and
-// whether it runs sm_90a code (each read once per process), and the opt-in for more than 48 KB of
-// dynamic shared memory.
+// whether it runs sm_90a code (each read once per process: the GPUs of one host are alike), and
+// the opt-in for more than 48 KB of dynamic shared memory (per device).
 #pragma once
 
 #include <cuda_runtime.h>
+
+#include <mutex>
+#include <set>
+#include <utility>
 
 #include "core/cuda_check.h"
 
@@ -35,12 +39,19 @@ inline bool device_runs_sm90a() {
 #endif
 }
 
-// Past 48 KB of dynamic shared memory a kernel must opt in; callers do it once per kernel, through
-// a function-local static.
+// Past 48 KB of dynamic shared memory a kernel must opt in, on every device it runs on (the
+// attribute is the device's: a tensor-parallel group launches the same kernel on several GPUs).
+// Called before each launch; sets the attribute once per kernel and device.
 template <typename Kernel>
-bool opt_in(Kernel* kernel, int smem) {
+void opt_in(Kernel* kernel, int smem) {
+  static std::mutex mutex;
+  static std::set<std::pair<const void*, int>> done;  // (kernel, device)
+  int dev = 0;
+  BRAID_CUDA_CHECK(cudaGetDevice(&dev));
+  std::lock_guard lock(mutex);
+  if (done.count({reinterpret_cast<const void*>(kernel), dev})) return;
   BRAID_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  return true;
+  done.insert({reinterpret_cast<const void*>(kernel), dev});
 }
 
 }  // namespace braid::cuda

@@ -40,8 +40,7 @@ inline void launch_kernel(void (*kernel)(Params), int smem, int threads, int blo
 template <typename T, int D, bool kPaged>
 void launch_mma(const Params& p, int64_t batch, int64_t max_q, cudaStream_t stream) {
   constexpr int kSmem = smem_bytes<D>();
-  static const bool opted_in = opt_in(flash_prefill_kernel<T, D, kPaged>, kSmem);
-  (void)opted_in;
+  opt_in(flash_prefill_kernel<T, D, kPaged>, kSmem);
   launch_kernel(flash_prefill_kernel<T, D, kPaged>, kSmem, kWarps * 32, 16 * kWarps, p, batch,
                 max_q, stream);
 }
@@ -49,8 +48,7 @@ void launch_mma(const Params& p, int64_t batch, int64_t max_q, cudaStream_t stre
 template <typename T, int D, bool kPaged>
 void launch_sm90(const Params& p, int64_t batch, int64_t max_q, cudaStream_t stream) {
   constexpr int kSmem = sm90::smem_bytes<D>();
-  static const bool opted_in = opt_in(sm90::flash_prefill_sm90_kernel<T, D, kPaged>, kSmem);
-  (void)opted_in;
+  opt_in(sm90::flash_prefill_sm90_kernel<T, D, kPaged>, kSmem);
   launch_kernel(sm90::flash_prefill_sm90_kernel<T, D, kPaged>, kSmem, 128 * sm90::kWG,
                 64 * sm90::kWG, p, batch, max_q, stream);
 }
@@ -74,8 +72,7 @@ bool launch_ws(const Params& p, int64_t batch, int64_t max_q, cudaStream_t strea
       !make_tma_map_rows_heads(&tp.k, kType, p.k, p.kv_rows, p.kv_heads, D, p.k_row_stride, S::kTileN) ||
       !make_tma_map_rows_heads(&tp.v, kType, p.v, p.kv_rows, p.kv_heads, D, p.v_row_stride, S::kTileN))
     return false;
-  static const bool opted_in = opt_in(ws::flash_prefill_ws_kernel<T, D>, S::kSmemBytes);
-  (void)opted_in;
+  opt_in(ws::flash_prefill_ws_kernel<T, D>, S::kSmemBytes);
   const int64_t m_tiles = (max_q + S::kBlockM - 1) / S::kBlockM;
   const int64_t items = m_tiles * p.q_heads * batch;
   if (items > INT32_MAX)

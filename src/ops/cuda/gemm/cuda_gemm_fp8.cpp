@@ -58,16 +58,17 @@ struct Key {
   auto operator<=>(const Key&) const = default;
 };
 
+// A device's handle, workspace, scratch and plans, all used under lt.launch_mutex.
 struct DeviceState {
   LtDeviceState lt;
   Buffer scratch;  // the quantized activations, then their scales
+  std::map<Key, std::unique_ptr<LtPlan>> plans;
 };
 
 // Never destroyed: at static teardown the CUDA context may already be gone.
 struct Cache {
-  std::mutex mutex;
+  std::mutex mutex;  // the map of devices (its elements never move)
   std::map<int, DeviceState> devices;
-  std::map<Key, std::unique_ptr<LtPlan>> plans;
 };
 
 Cache& cache() {
@@ -154,8 +155,13 @@ void gemm_fp8_blocks(const Tensor& a, const Tensor& w, const Tensor& w_scale, co
                 bias.defined()};
   DeviceGuard guard(out.device);
   Cache& c = cache();
-  std::lock_guard lock(c.mutex);  // the workspace and the scratch are one per device
-  DeviceState& dev = c.devices[key.device];
+  DeviceState* found = nullptr;
+  {
+    std::lock_guard lock(c.mutex);
+    found = &c.devices[key.device];
+  }
+  DeviceState& dev = *found;
+  std::lock_guard lock(dev.lt.launch_mutex);  // the workspace and the scratch are one per device
   if (!dev.lt.handle) {
     dev.lt.workspace = Buffer(kWorkspaceBytes, Device::cuda(key.device));
     BRAID_CUBLAS_CHECK(cublasLtCreate(&dev.lt.handle));
@@ -201,9 +207,9 @@ void gemm_fp8_blocks(const Tensor& a, const Tensor& w, const Tensor& w_scale, co
     w_scale_ptr = padded_scales;
   }
 
-  auto it = c.plans.find(key);
-  if (it == c.plans.end())
-    it = c.plans.emplace(key, make_plan(key, dev.lt.handle, w_scale_ptr, q_scale.data, bias.data)).first;
+  auto it = dev.plans.find(key);
+  if (it == dev.plans.end())
+    it = dev.plans.emplace(key, make_plan(key, dev.lt.handle, w_scale_ptr, q_scale.data, bias.data)).first;
   LtPlan& plan = *it->second;
   const void* a_scale_ptr = q_scale.data;
   set_desc(plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, w_scale_ptr);

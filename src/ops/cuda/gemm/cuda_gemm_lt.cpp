@@ -224,13 +224,19 @@ void gemm_cublaslt(const Tensor& a, const Tensor& w, const Tensor& bias, const T
   const PlanKey key = make_key(a, w, bias, out);
   DeviceGuard guard(Device::cuda(key.device));
   Cache& c = cache();
-  // One lock around the lookup and the launch: the bias pointer lives in the plan's shared
-  // descriptor and is set per call, and enqueueing takes microseconds.
-  // The workspace is shared by every stream of the device, so gemms on one device must not run
-  // concurrently on different streams.
-  std::lock_guard lock(c.mutex);
-  const DeviceState& dev = device_state(c, key.device);
-  Plan& plan = find_or_make_plan(c, dev, key);
+  DeviceState* found_dev = nullptr;
+  Plan* found_plan = nullptr;
+  {
+    std::lock_guard lock(c.mutex);  // the maps (their elements never move)
+    found_dev = &device_state(c, key.device);
+    found_plan = &find_or_make_plan(c, *found_dev, key);
+  }
+  DeviceState& dev = *found_dev;
+  Plan& plan = *found_plan;
+  // The launch under the device's lock: the bias pointer lives in the plan's descriptor and is
+  // set per call, and enqueueing takes microseconds. The workspace is shared by every stream of
+  // the device, so gemms on one device must not run concurrently on different streams.
+  std::lock_guard launch(dev.launch_mutex);
   if (key.has_bias)
     set_desc(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(bias.data));
   const float alpha = 1.0f, beta = 0.0f;  // beta = 0: out is never read (it may hold NaN)

@@ -4,6 +4,8 @@
 // workspace.
 #pragma once
 
+#include <mutex>
+
 #include <cublasLt.h>
 
 #include "braid/buffer.h"
@@ -50,6 +52,11 @@ inline bool choose_algorithm(cublasLtHandle_t handle, LtPlan& plan, size_t works
 struct LtDeviceState {
   cublasLtHandle_t handle = nullptr;
   Buffer workspace;
+  // Held around a launch on this device (its workspace, and the pointers set per call in its
+  // plans' descriptors). One lock per device, not one for all: in a tensor-parallel group a rank
+  // holding a shared lock while CUDA waits for its GPU, whose collective waits for a rank blocked
+  // on that lock, would deadlock the group.
+  std::mutex launch_mutex;
 };
 
 }  // namespace braid::cuda

@@ -355,8 +355,7 @@ bool launch(const Tensor& x, const Tensor& x_scale, const Tensor& w, const Tenso
   if (max_tiles > INT32_MAX)
     check::fail(ErrorKind::unsupported, "moe_grouped_gemm_fp8", "x", "fewer than 2^31 tiles",
                 std::to_string(max_tiles) + " (upper bound for these shapes)");
-  static const bool opted_in = opt_in(grouped_gemm_fp8_kernel<kOut, kSwiglu>, kSmemBytes);
-  (void)opted_in;
+  opt_in(grouped_gemm_fp8_kernel<kOut, kSwiglu>, kSmemBytes);
   const int blocks = static_cast<int>(std::min<int64_t>(max_tiles, sm_count()));
   if (blocks == 0) return true;
   grouped_gemm_fp8_kernel<kOut, kSwiglu><<<blocks, kThreads, kSmemBytes, stream>>>(p);

@@ -219,8 +219,7 @@ bool launch(const Tensor& x, const Tensor& w, const Tensor& offsets, const Tenso
   if (max_tiles > INT32_MAX)
     check::fail(ErrorKind::unsupported, "moe_grouped_gemm", "x", "fewer than 2^31 tiles",
                 std::to_string(max_tiles) + " (upper bound for these shapes)");
-  static const bool opted_in = opt_in(grouped_gemm_kernel<T, kSwiglu>, kSmemBytes);
-  (void)opted_in;
+  opt_in(grouped_gemm_kernel<T, kSwiglu>, kSmemBytes);
   const int blocks = static_cast<int>(std::min<int64_t>(max_tiles, sm_count()));
   if (blocks == 0) return true;
   grouped_gemm_kernel<T, kSwiglu><<<blocks, kThreads, kSmemBytes, stream>>>(p);
