@@ -2,6 +2,7 @@
 #include <fmt/core.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -39,6 +40,7 @@ struct ServeArgs {
   bool no_prefix_caching = false;
   bool enforce_eager = false;
   int max_waiting = 1024;
+  int tensor_parallel = 1;
   size_t max_request_bytes = size_t{32} << 20;
 };
 
@@ -49,7 +51,14 @@ int run_serve(const ServeArgs& a) {
     throw Error(ErrorKind::invalid_argument, "serve: give --model DIR or --shape NAME");
   if (!a.model.empty() && !std::filesystem::is_directory(a.model))
     throw Error(ErrorKind::io, "serve: --model '" + a.model + "' is not a folder");
+  if (a.tensor_parallel > 1 && !a.shape.empty())
+    throw Error(ErrorKind::invalid_argument,
+                "serve: --tensor-parallel loads each rank's part from --model; --shape runs on one device");
+  // A CUDA tensor-parallel group needs every kernel loaded when CUDA starts (nccl_comm.h): set
+  // before the first CUDA call, which device_from_option may make.
+  if (a.tensor_parallel > 1) setenv("CUDA_MODULE_LOADING", "EAGER", 1);
   engine::EngineConfig cfg;
+  cfg.tensor_parallel = a.tensor_parallel;
   cfg.device = bench::device_from_option(a.device, "serve");
   if (!a.dtype.empty()) cfg.dtype = dtype_from_name(a.dtype);
   cfg.quantize = bench::quantize_from_option(a.quantize, "serve");
@@ -146,6 +155,10 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   s->add_option("--num-kv-pages", a->num_kv_pages, "KV cache pages (overrides the memory share)");
   s->add_flag("--no-enable-prefix-caching", a->no_prefix_caching, "Turn prefix caching off");
   s->add_flag("--enforce-eager", a->enforce_eager, "No CUDA graphs for decode steps");
+  s->add_option("--tensor-parallel", a->tensor_parallel,
+                "Ranks the model is split over (Megatron-style): GPUs cuda:0 .. N-1 over NCCL, or "
+                "threads on the CPU")
+      ->capture_default_str();
   s->add_option("--max-waiting", a->max_waiting,
                 "Requests queued beyond --max-num-seqs before new ones get 503")
       ->capture_default_str();

@@ -2,15 +2,13 @@
 
 #include <algorithm>
 #include <cstring>
-#include <exception>
-#include <mutex>
-#include <thread>
 
 #include "braid/error.h"
 #include "braid/ops.h"
 #include "core/device_guard.h"
 #include "model/safetensors.h"
 #include "parallel/nccl_comm.h"
+#include "parallel/run_ranks.h"
 
 namespace braid::engine {
 
@@ -39,22 +37,10 @@ model::ModelConfig load_checked_config(const std::string& dir, const EngineOptio
   return c;
 }
 
-// The device of a front engine's rank r: CPU ranks share the CPU, CUDA ranks take the GPUs
-// after the front's own, one each.
-Device rank_device(Device front, int r) {
-  return front.is_cuda() ? Device::cuda(front.index + r) : front;
-}
-
-// A front engine's group (tensor parallelism without a caller's communicator): a ThreadComm on
-// the CPU, NCCL over the group's GPUs on CUDA. Made before any weight is read, so that a group
-// larger than the GPUs present, or GPUs without peer access, are refused first.
+// A front engine's group (tensor parallelism without a caller's communicator).
 std::unique_ptr<parallel::Comm> group_comm_for(const EngineOptions& o) {
-  const int n = o.tensor_parallel.size;
-  if (n <= 1 || o.comm) return nullptr;
-  if (o.device.is_cpu()) return std::make_unique<parallel::ThreadComm>(n);
-  std::vector<int> devices;
-  for (int r = 0; r < n; ++r) devices.push_back(rank_device(o.device, r).index);
-  return parallel::make_nccl_comm(devices);
+  if (o.tensor_parallel.size <= 1 || o.comm) return nullptr;
+  return make_group_comm(o.device, o.tensor_parallel.size);
 }
 
 EngineOptions with_comm(EngineOptions o, parallel::Comm* comm) {
@@ -66,6 +52,17 @@ EngineOptions with_comm(EngineOptions o, parallel::Comm* comm) {
 }
 
 }  // namespace
+
+Device rank_device(Device front, int rank) {
+  return front.is_cuda() ? Device::cuda(front.index + rank) : front;
+}
+
+std::unique_ptr<parallel::Comm> make_group_comm(Device front, int size) {
+  if (front.is_cpu()) return std::make_unique<parallel::ThreadComm>(size);
+  std::vector<int> devices;
+  for (int r = 0; r < size; ++r) devices.push_back(rank_device(front, r).index);
+  return parallel::make_nccl_comm(devices);
+}
 
 DType default_dtype(const model::ModelConfig& c, Device device, std::optional<DType> asked) {
   if (asked) return *asked;
@@ -143,25 +140,11 @@ void Engine::reset() {
 }
 
 void Engine::on_every_rank(const std::function<void(Engine&)>& work) {
-  std::mutex mutex;
-  std::exception_ptr first_error;  // the failure itself, not the others' "group aborted"
-  auto run = [&](Engine& e) {
-    try {
-      DeviceGuard guard(e.options_.device);
-      work(e);
-    } catch (...) {
-      {
-        std::lock_guard lock(mutex);
-        if (!first_error) first_error = std::current_exception();
-      }
-      group_comm_->abort();
-    }
-  };
-  std::vector<std::thread> threads;
-  for (auto& f : followers_) threads.emplace_back(run, std::ref(*f));
-  run(*this);
-  for (auto& t : threads) t.join();
-  if (first_error) std::rethrow_exception(first_error);
+  parallel::run_ranks(static_cast<int>(followers_.size()) + 1, *group_comm_, [&](int rank) {
+    Engine& e = rank == 0 ? *this : *followers_[static_cast<size_t>(rank - 1)];
+    DeviceGuard guard(e.options_.device);
+    work(e);
+  });
 }
 
 std::vector<float> Engine::step(const std::vector<int32_t>& tokens, bool all_logits) {

@@ -46,6 +46,12 @@ struct EngineOptions {
 // The compute dtype when none is asked for: f32 on the CPU, the checkpoint's 16-bit type (bf16 for
 // fp32 checkpoints, and for fp8 experts) on CUDA.
 DType default_dtype(const model::ModelConfig& config, Device device, std::optional<DType> asked);
+// Tensor parallelism with a group's front on `front`: rank r's device (CPU ranks share the CPU,
+// CUDA ranks take the GPUs from the front's on, one each), and the group's communicator (a
+// parallel::ThreadComm on the CPU, NCCL on CUDA: made before any weight is read, so that a group
+// larger than the GPUs present, or GPUs without peer access, are refused first).
+Device rank_device(Device front, int rank);
+std::unique_ptr<parallel::Comm> make_group_comm(Device front, int size);
 // The context when none is asked for (asked <= 0): the config's max_position_embeddings, at most
 // 8192.
 int default_context(const model::ModelConfig& config, int asked);

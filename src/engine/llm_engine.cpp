@@ -4,8 +4,11 @@
 #include <filesystem>
 
 #include "braid/error.h"
+#include "core/device_guard.h"
 #include "engine/engine.h"
 #include "model/safetensors.h"
+#include "model/shard.h"
+#include "parallel/run_ranks.h"
 
 namespace braid::engine {
 
@@ -37,26 +40,51 @@ struct LLMEngine::Live {
   bool reported_final = false;
 };
 
+// Rank r > 0 of a tensor-parallel group: its part of the weights and its runner.
+struct LLMEngine::Follower {
+  Device device;
+  model::Weights weights;
+  std::unique_ptr<ModelRunner> runner;
+};
+
+namespace {
+
+// The group's communicator, made (and the group's size checked) before any weight is read.
+std::unique_ptr<parallel::Comm> group_comm(const EngineConfig& e) {
+  if (e.tensor_parallel < 1)
+    bad_request("engine: tensor_parallel must be at least 1, got " + std::to_string(e.tensor_parallel));
+  return e.tensor_parallel > 1 ? make_group_comm(e.device, e.tensor_parallel) : nullptr;
+}
+
+}  // namespace
+
 LLMEngine::LLMEngine(const std::string& dir, const EngineConfig& e)
-    : model_config_(model::quantized_config(model::load_config(dir), e.quantize)),
+    : group_comm_(group_comm(e)),
+      model_config_(model::quantized_config(model::load_config(dir), e.quantize)),
+      rank_config_(model::shard_config(model_config_, e.tensor_parallel)),
       weights_(model::load_weights(model_config_, model::Checkpoint::open(dir), e.device,
-                                   default_dtype(model_config_, e.device, e.dtype), e.quantize)),
+                                   default_dtype(model_config_, e.device, e.dtype), e.quantize,
+                                   {0, e.tensor_parallel})),
       seed_rng_(std::random_device{}()) {
   if (std::filesystem::exists(std::filesystem::path(dir) / "tokenizer.json"))
     tokenizer_ = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::from_dir(dir));
-  start(e);
+  start(e, dir);
 }
 
 LLMEngine::LLMEngine(model::ModelConfig model_config, model::Weights weights,
                      const EngineConfig& e, std::unique_ptr<tokenizer::Tokenizer> tokenizer)
     : model_config_(std::move(model_config)),
+      rank_config_(model_config_),
       weights_(std::move(weights)),
       tokenizer_(std::move(tokenizer)),
       seed_rng_(std::random_device{}()) {
-  start(e);
+  if (e.tensor_parallel != 1)
+    bad_request("engine: tensor parallelism loads each rank's part from a checkpoint folder; a "
+                "model already in memory runs on one device");
+  start(e, "");
 }
 
-void LLMEngine::start(const EngineConfig& e) {
+void LLMEngine::start(const EngineConfig& e, const std::string& dir) {
   if (e.page_size <= 0 || e.max_num_seqs <= 0 || e.max_num_batched_tokens <= 0)
     bad_request("engine: page_size, max_num_seqs and max_num_batched_tokens must be positive");
   if (!(e.gpu_memory_utilization > 0 && e.gpu_memory_utilization <= 1))
@@ -70,7 +98,7 @@ void LLMEngine::start(const EngineConfig& e) {
   RunnerConfig rc;
   rc.page_size = e.page_size;
   rc.num_pages = e.num_kv_pages > 0           ? e.num_kv_pages + 1
-                 : weights_.device.is_cpu() ? cpu_pages(model_config_, e, max_model_len_, weights_.dtype)
+                 : weights_.device.is_cpu() ? cpu_pages(rank_config_, e, max_model_len_, weights_.dtype)
                                             : 0;
   rc.gpu_memory_utilization = e.gpu_memory_utilization;
   rc.max_num_seqs = e.max_num_seqs;
@@ -78,12 +106,51 @@ void LLMEngine::start(const EngineConfig& e) {
   rc.max_model_len = max_model_len_;
   rc.cuda_graphs = e.cuda_graphs;
   rc.moe_gemv_max_tokens = e.moe_gemv_max_tokens;
-  runner_ = std::make_unique<ModelRunner>(model_config_, weights_, rc);
+  const int n = e.tensor_parallel;
+  runner_ = std::make_unique<ModelRunner>(rank_config_, weights_, rc,
+                                          RunnerRank{0, group_comm_.get(), model_config_.vocab_size});
+  // The other ranks, each on its own device, with rank 0's page count: the pool's page numbers
+  // are shared, so every rank holds every page (its part of each).
+  rc.num_pages = runner_->num_pages();
+  for (int r = 1; r < n; ++r) {
+    auto f = std::make_unique<Follower>();
+    f->device = rank_device(e.device, r);
+    DeviceGuard guard(f->device);
+    f->weights = model::load_weights(model_config_, model::Checkpoint::open(dir), f->device,
+                                     weights_.dtype, e.quantize, {r, n});
+    f->runner = std::make_unique<ModelRunner>(rank_config_, f->weights, rc,
+                                              RunnerRank{r, group_comm_.get(), model_config_.vocab_size});
+    followers_.push_back(std::move(f));
+  }
   blocks_ = std::make_unique<BlockManager>(runner_->num_pages(), e.page_size,
                                            e.enable_prefix_caching, /*reserved_pages=*/1);
   scheduler_ = std::make_unique<Scheduler>(
       SchedulerConfig{e.max_num_seqs, e.max_num_batched_tokens}, *blocks_);
-  if (weights_.device.is_cuda() && e.warm_up) runner_->warm_up();
+  if (weights_.device.is_cuda() && e.warm_up) {
+    if (followers_.empty()) {
+      runner_->warm_up();
+    } else {
+      parallel::run_ranks(n, *group_comm_, [&](int rank) {
+        DeviceGuard guard(rank_device(e.device, rank));
+        runner_of(rank).warm_up();
+      });
+    }
+  }
+}
+
+StepResult LLMEngine::run_step(const StepPlan& plan, SampleOn on, const std::vector<RowSampling>& rows) {
+  if (followers_.empty()) return runner_->run(plan, on, rows);
+  StepResult result;
+  parallel::run_ranks(tensor_parallel(), *group_comm_, [&](int rank) {
+    DeviceGuard guard(rank == 0 ? weights_.device : followers_[static_cast<size_t>(rank - 1)]->device);
+    StepResult r = runner_of(rank).run(plan, on, rows);  // every rank: the same tokens or logits
+    if (rank == 0) result = std::move(r);
+  });
+  return result;
+}
+
+ModelRunner& LLMEngine::runner_of(int rank) {
+  return rank == 0 ? *runner_ : *followers_[static_cast<size_t>(rank - 1)]->runner;
 }
 
 LLMEngine::~LLMEngine() = default;
@@ -275,7 +342,7 @@ std::vector<SequenceOutput> LLMEngine::step() {
                             static_cast<uint64_t>(s.seq->num_output())});
   }
   const SampleOn sample_on = !on_device ? SampleOn::host : all_greedy ? SampleOn::greedy : SampleOn::device;
-  const StepResult result = runner_->run(plan, sample_on, row_sampling);
+  const StepResult result = run_step(plan, sample_on, row_sampling);
   scheduler_->complete(plan);
 
   const Clock::time_point now = Clock::now();

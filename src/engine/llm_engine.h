@@ -22,6 +22,7 @@
 #include "engine/text_stream.h"
 #include "model/config.h"
 #include "model/weights.h"
+#include "parallel/comm.h"
 #include "tokenizer/tokenizer.h"
 
 namespace braid::engine {
@@ -44,6 +45,10 @@ struct EngineConfig {
   bool cuda_graphs = true;
   bool warm_up = true;          // CUDA: eager steps and graph capture at start-up
   int moe_gemv_max_tokens = model::kMoeGemvMaxTokens;
+  // Ranks the model is split over (model/shard.h; the constructor from a folder only): on CUDA
+  // GPUs device.index .. + N-1 over NCCL, on the CPU threads. Each rank holds its part of the
+  // weights and of every KV page; the scheduler and the pool's page numbers are shared.
+  int tensor_parallel = 1;
 };
 
 // What the last step() ran, for benchmarks that model a step's time from its work.
@@ -90,7 +95,8 @@ class LLMEngine {
   int num_kv_pages() const { return blocks_->total_pages(); }
   Device device() const { return weights_.device; }
   DType dtype() const { return weights_.dtype; }
-  size_t weight_bytes() const { return weights_.bytes; }
+  size_t weight_bytes() const { return weights_.bytes; }  // tensor parallelism: rank 0's part
+  int tensor_parallel() const { return static_cast<int>(followers_.size()) + 1; }
   const Metrics& metrics() const { return metrics_; }
   const BlockManager& blocks() const { return *blocks_; }
   const Scheduler& scheduler() const { return *scheduler_; }
@@ -104,15 +110,26 @@ class LLMEngine {
   SequenceOutput take_output(Live& live);
   void finish(Live& live, FinishReason reason, Clock::time_point now);
   void publish_gauges(bool ran, bool graph);
-  void start(const EngineConfig& config);  // everything after weights and tokenizer
+  // Everything after weights and tokenizer; `dir` (the checkpoint) loads the other ranks.
+  void start(const EngineConfig& config, const std::string& dir);
+  // runner_->run on every rank of the group at once (rank 0's result).
+  StepResult run_step(const StepPlan& plan, SampleOn on, const std::vector<RowSampling>& rows);
+  ModelRunner& runner_of(int rank);
 
+  // Tensor parallelism: the group's communicator (first: made before any weight is read), and
+  // ranks 1 .. N-1, each with its weights and runner. rank_config_ is every rank's part of
+  // model_config_ (which stays the whole model's).
+  struct Follower;
+  std::unique_ptr<parallel::Comm> group_comm_;
   model::ModelConfig model_config_;
+  model::ModelConfig rank_config_;
   model::Weights weights_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   int max_model_len_ = 0;
   std::unique_ptr<BlockManager> blocks_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<ModelRunner> runner_;
+  std::vector<std::unique_ptr<Follower>> followers_;
   std::vector<int32_t> eos_ids_;
   std::map<uint64_t, std::unique_ptr<Live>> live_;  // by sequence id, in arrival order
   std::vector<std::unique_ptr<Live>> aborted_;      // to report from the next step

@@ -55,7 +55,8 @@ size_t ModelRunner::page_bytes(const model::ModelConfig& c, int page_size, DType
          (c.cache_key_dim() + c.cache_value_dim()) * dtype_size(dtype);
 }
 
-ModelRunner::ModelRunner(const model::ModelConfig& c, const model::Weights& w, const RunnerConfig& rc)
+ModelRunner::ModelRunner(const model::ModelConfig& c, const model::Weights& w, const RunnerConfig& rc,
+                         const RunnerRank& group)
     : config_(c),
       weights_(w),
       rc_(rc),
@@ -70,7 +71,9 @@ ModelRunner::ModelRunner(const model::ModelConfig& c, const model::Weights& w, c
   const Layout biggest = layout(rc.max_num_batched_tokens, max_rows, max_rows, 0);
   host_inputs_ = OwnedTensor(DType::i32, {biggest.size}, Device::cpu());
   device_inputs_ = OwnedTensor(DType::i32, {biggest.size}, w.device);
-  logits_ = OwnedTensor(DType::f32, {max_rows, c.vocab_size}, w.device);
+  group_ = group;
+  logits_ = OwnedTensor(DType::f32, {max_rows, vocab()}, w.device);
+  if (group_.comm) local_logits_ = OwnedTensor(DType::f32, {max_rows, c.vocab_size}, w.device);
   greedy_ids_ = OwnedTensor(DType::i32, {max_rows}, w.device);
   temperature_ = OwnedTensor(DType::f32, {max_rows}, w.device);
   top_k_ = OwnedTensor(DType::i32, {max_rows}, w.device);
@@ -78,7 +81,7 @@ ModelRunner::ModelRunner(const model::ModelConfig& c, const model::Weights& w, c
   min_p_ = OwnedTensor(DType::f32, {max_rows}, w.device);
   seeds_ = OwnedTensor(DType::i64, {max_rows}, w.device);
   steps_ = OwnedTensor(DType::i64, {max_rows}, w.device);
-  if (cuda_) host_logits_ = OwnedTensor(DType::f32, {max_rows, c.vocab_size}, Device::cpu());
+  if (cuda_) host_logits_ = OwnedTensor(DType::f32, {max_rows, vocab()}, Device::cpu());
   if (cuda_ && rc.cuda_graphs) graph_sizes_ = graph_ladder(max_rows);
 
   num_pages_ = rc.num_pages;
@@ -213,14 +216,12 @@ StepResult ModelRunner::run(const StepPlan& plan, SampleOn on, const std::vector
   if (rows == 0) head_in.logit_rows = Tensor{};
   const Tensor ids = greedy_ids_.view().slice(0, 0, std::max(rows, 1));
   if (greedy_only && rows > 0) {
-    model::forward(config_, weights_, *cache_, workspace_, head_in, plan.num_tokens, false, logits,
-                   {}, probe_, ids);
+    forward(head_in, plan.num_tokens, logits, {}, probe_, ids);
     r.tokens.resize(static_cast<size_t>(rows));
     copy(ids.slice(0, 0, rows), Tensor(r.tokens.data(), DType::i32, Device::cpu(), {rows}));
     return r;
   }
-  model::forward(config_, weights_, *cache_, workspace_, head_in, plan.num_tokens, false, logits, {},
-                 probe_);
+  forward(head_in, plan.num_tokens, logits, {}, probe_, Tensor{});
   if (rows == 0) return r;
   if (on == SampleOn::device) {
     sample_on_device(logits.slice(0, 0, rows), sampling, ids.slice(0, 0, rows));
@@ -236,6 +237,19 @@ StepResult ModelRunner::run(const StepPlan& plan, SampleOn on, const std::vector
     r.logits = logits.ptr<float>();
   }
   return r;
+}
+
+void ModelRunner::forward(const model::StepInputs& in, int tokens, const Tensor& logits, Stream s,
+                          const model::ForwardProbe* probe, const Tensor& greedy_ids) {
+  if (!group_.comm) {
+    model::forward(config_, weights_, *cache_, workspace_, in, tokens, false, logits, s, probe,
+                   greedy_ids);
+    return;
+  }
+  const model::TensorParallelStep tp{group_.rank, group_.comm, local_logits_.view()};
+  model::forward(config_, weights_, *cache_, workspace_, in, tokens, false, logits, s, probe,
+                 Tensor{}, &tp);
+  if (greedy_ids.data) ops::argmax(logits, greedy_ids, s);
 }
 
 void ModelRunner::sample_on_device(const Tensor& logits, const std::vector<RowSampling>& rows,
@@ -278,15 +292,11 @@ StepResult ModelRunner::run_graph(const StepPlan& plan, int padded) {
     const Tensor ids = greedy_ids_.view().slice(0, 0, padded);
     auto graph = std::make_unique<DecodeGraph>(
         static_cast<int>(l.size), d.ptr<int32_t>(), padded, ids.ptr<int32_t>(),
-        [this, in, logits, ids, padded](Stream s) {
-          model::forward(config_, weights_, *cache_, workspace_, in, padded, false, logits, s,
-                         nullptr, ids);
-        });
+        [this, in, logits, ids, padded](Stream s) { forward(in, padded, logits, s, nullptr, ids); });
     // One eager replay of the same work first, outside the capture.
     pack(plan, l, padded, graph->inputs());
     copy(Tensor(graph->inputs(), DType::i32, Device::cpu(), {l.size}), d);
-    model::forward(config_, weights_, *cache_, workspace_, in, padded, false, logits, {}, nullptr,
-                   ids);
+    forward(in, padded, logits, {}, nullptr, ids);
     it = graphs_.emplace(padded, std::move(graph)).first;
   }
   DecodeGraph& g = *it->second;

@@ -19,6 +19,7 @@
 #include "model/config.h"
 #include "model/forward.h"
 #include "model/weights.h"
+#include "parallel/comm.h"
 
 namespace braid::engine {
 
@@ -59,10 +60,21 @@ struct StepResult {
   bool graph = false;             // replayed from a captured CUDA graph
 };
 
+// One rank of a tensor-parallel group (model/shard.h): its rank, the group's communicator, and the
+// whole model's vocabulary (the runner's config is the rank's part, whose vocabulary is a slice).
+struct RunnerRank {
+  int rank = 0;
+  parallel::Comm* comm = nullptr;  // null: no group
+  int full_vocab = 0;
+};
+
 class ModelRunner {
  public:
+  // With `group`, `config` and `weights` are one rank's part of the model, and the caller runs
+  // every rank's run() (and warm_up()) at once, one thread each, with the same arguments: every
+  // rank then computes the same tokens or logits.
   ModelRunner(const model::ModelConfig& config, const model::Weights& weights,
-              const RunnerConfig& config_runner);
+              const RunnerConfig& config_runner, const RunnerRank& group = {});
 
   // Bytes one KV page takes on the device (all layers, K and V).
   static size_t page_bytes(const model::ModelConfig& config, int page_size, DType dtype);
@@ -81,7 +93,7 @@ class ModelRunner {
 
   int graph_batch_for(int batch) const;  // the ladder size a decode batch pads to (0: none)
   const std::vector<int>& graph_sizes() const { return graph_sizes_; }
-  int vocab() const { return config_.vocab_size; }
+  int vocab() const { return group_.comm ? group_.full_vocab : config_.vocab_size; }
   int num_pages() const { return num_pages_; }
   int pages_per_seq() const { return pages_per_seq_; }
 
@@ -97,6 +109,10 @@ class ModelRunner {
   // ops::sample_tokens over the step's logits rows, into `tokens`.
   void sample_on_device(const Tensor& logits, const std::vector<RowSampling>& rows,
                         const Tensor& tokens);
+  // forward() over the step; with greedy_ids, also the argmax of each logits row into them (fused
+  // with the LM head alone, after the logits are gathered in a group).
+  void forward(const model::StepInputs& in, int tokens, const Tensor& logits, Stream s,
+               const model::ForwardProbe* probe, const Tensor& greedy_ids);
 
   const model::ModelConfig& config_;
   const model::Weights& weights_;
@@ -114,6 +130,8 @@ class ModelRunner {
   std::map<int, std::unique_ptr<DecodeGraph>> graphs_;
   std::vector<OwnedTensor> graph_inputs_;
   const model::ForwardProbe* probe_ = nullptr;
+  RunnerRank group_;
+  OwnedTensor local_logits_;  // a group's rank: its vocabulary columns of the logits
 };
 
 }  // namespace braid::engine

@@ -8,6 +8,7 @@
 
 #include "engine/engine.h"
 #include "engine/generate.h"
+#include "engine/llm_engine.h"
 #include "model/shard.h"
 #include "parallel/comm.h"
 #include "test_util.h"
@@ -155,6 +156,59 @@ TEST(TensorParallelCpu, ShardConfigDividesAndReplicates) {
   EXPECT_EQ(o.end, 32);
   EXPECT_EQ(model::tensor_slice("model.layers.1.mlp.gate.weight", c, {1, 4}).dim, -1);  // a router
   EXPECT_EQ(model::tensor_slice("model.norm.weight", c, {1, 4}).dim, -1);
+}
+
+// The serving engine split over simulated ranks: requests batched, chunked and sampled must get
+// the tokens (and log-probabilities) of the unsplit engine. Greedy rows take the argmax of the
+// gathered logits, seeded rows draw from them (on the host here), so any difference in the
+// gathered logits beyond rounding shows as a different token.
+std::map<std::string, std::vector<int32_t>> serve_tokens(const std::string& dir, int ranks,
+                                                         std::vector<double>* logprobs) {
+  engine::EngineConfig cfg;
+  cfg.tensor_parallel = ranks;
+  cfg.max_model_len = 64;
+  cfg.max_num_batched_tokens = 24;  // the prompts in chunks, beside the decode rows
+  engine::LLMEngine eng(dir, cfg);
+  const int vocab = eng.model_config().vocab_size;
+  for (int i = 0; i < 5; ++i) {
+    engine::Request r;
+    r.id = "r" + std::to_string(i);
+    r.prompt = tokens_of(7 + 5 * i, vocab, 100 + static_cast<uint64_t>(i));
+    r.stop.max_tokens = 6;
+    r.stop.ignore_eos = true;
+    if (i % 2 == 1) {  // seeded sampling, with log-probabilities
+      r.sampling.temperature = 0.9f, r.sampling.top_p = 0.95f, r.sampling.seed = 11 + i;
+      r.seeded = true;
+      r.sampling.logprobs = 2;
+    }
+    eng.add_request(r);
+  }
+  std::map<std::string, std::vector<int32_t>> out;
+  for (int step = 0; step < 1000 && eng.has_unfinished(); ++step)
+    for (const engine::SequenceOutput& o : eng.step()) {
+      auto& t = out[o.request_id];
+      t.insert(t.end(), o.tokens.begin(), o.tokens.end());
+      for (const engine::TokenLogprob& lp : o.logprobs) logprobs->push_back(lp.logprob);
+    }
+  EXPECT_FALSE(eng.has_unfinished());
+  EXPECT_EQ(eng.tensor_parallel(), ranks);
+  return out;
+}
+
+TEST(TensorParallelCpu, ServingEngineGivesTheUnsplitTokens) {
+  for (const char* family : {"llama", "qwen3_moe", "deepseek_v3"}) {
+    const std::string dir = (kGoldens / family).string();
+    SCOPED_TRACE(family);
+    std::vector<double> whole_lp;
+    const auto whole = serve_tokens(dir, 1, &whole_lp);
+    for (int ranks : {2, 4}) {
+      SCOPED_TRACE("ranks " + std::to_string(ranks));
+      std::vector<double> split_lp;
+      EXPECT_EQ(serve_tokens(dir, ranks, &split_lp), whole);
+      ASSERT_EQ(split_lp.size(), whole_lp.size());
+      for (size_t i = 0; i < whole_lp.size(); ++i) EXPECT_NEAR(split_lp[i], whole_lp[i], 1e-4) << i;
+    }
+  }
 }
 
 TEST(TensorParallelCpu, WhatDoesNotSplitIsRefusedBeforeLoading) {

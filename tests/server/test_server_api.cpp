@@ -158,6 +158,26 @@ TEST(ServerApi, ChatWithoutATemplateIsA400) {
   EXPECT_EQ(ok, 200) << done.dump();
 }
 
+// The server on a model split over two ranks (CPU threads; issue 21): the same completions,
+// greedy and seeded, as on one.
+TEST(ServerApi, TensorParallelServerGivesTheSameCompletions) {
+  engine::EngineConfig two;
+  two.tensor_parallel = 2;
+  TestServer whole, split(two);
+  for (const json& req :
+       {json{{"prompt", "The meaning of life is"}, {"max_tokens", 20}, {"temperature", 0}},
+        json{{"prompt", "A fool"}, {"max_tokens", 16}, {"temperature", 0.8}, {"seed", 5}, {"n", 2}}}) {
+    auto [s1, a] = whole.post("/v1/completions", req);
+    auto [s2, b] = split.post("/v1/completions", req);
+    ASSERT_EQ(s1, 200) << a.dump();
+    ASSERT_EQ(s2, 200) << b.dump();
+    ASSERT_EQ(a["choices"].size(), b["choices"].size());
+    for (size_t i = 0; i < a["choices"].size(); ++i)
+      EXPECT_EQ(b["choices"][i]["text"], a["choices"][i]["text"]) << req.dump();
+  }
+  EXPECT_EQ(split.loop().engine().tensor_parallel(), 2);
+}
+
 TEST(ServerApi, ModelsHealthVersionMetrics) {
   TestServer s;
   auto c = s.client();

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -157,6 +158,10 @@ ThroughputRun run_throughput(const ThroughputOptions& o) {
                 "bench throughput: --profile-steps and --profile-from must be >= 0");
   if (o.model_dir.empty() == o.shape.empty())
     throw Error(ErrorKind::invalid_argument, "bench throughput: give --model or --shape (one)");
+  if (o.engine.tensor_parallel > 1 && !o.shape.empty())
+    throw Error(ErrorKind::invalid_argument,
+                "bench throughput: --tensor-parallel loads each rank's part from --model; --shape "
+                "runs on one device");
 
   ThroughputRun run;
   DeviceInfo device;
@@ -332,6 +337,10 @@ SuiteRun throughput_command(CLI::App& cmd) {
                  "Share of the free GPU memory for the KV cache")
       ->capture_default_str();
   cmd.add_option("--num-kv-pages", o.engine.num_kv_pages, "KV cache pages (overrides the share)");
+  cmd.add_option("--tensor-parallel", o.engine.tensor_parallel,
+                 "Ranks the model is split over (with --model): GPUs cuda:0 .. N-1 over NCCL, or "
+                 "threads on the CPU")
+      ->capture_default_str();
   cmd.add_flag("--enforce-eager", a->enforce_eager, "No CUDA graphs");
   cmd.add_flag("--no-enable-prefix-caching", a->no_prefix_caching, "Prefix caching off");
   cmd.add_flag("--quick-ceilings", o.quick_ceilings, "Smaller ceiling measurements");
@@ -340,6 +349,9 @@ SuiteRun throughput_command(CLI::App& cmd) {
   cmd.add_option("--profile-from", o.profile_from, "The first step recorded")->capture_default_str();
   return [a] {
     ThroughputOptions o = a->options;
+    // A CUDA tensor-parallel group needs every kernel loaded when CUDA starts (nccl_comm.h): set
+    // before the first CUDA call, which device_from_option makes.
+    if (o.engine.tensor_parallel > 1) setenv("CUDA_MODULE_LOADING", "EAGER", 1);
     o.engine.device = device_from_option(a->device, "bench throughput");
     o.engine.quantize = quantize_from_option(a->quantize, "bench throughput");
     o.engine.cuda_graphs = !a->enforce_eager;

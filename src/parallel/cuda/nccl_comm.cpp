@@ -14,7 +14,6 @@
 #include "braid/buffer.h"
 #include "braid/error.h"
 #include "core/cuda_check.h"
-#include "core/device_guard.h"
 
 namespace braid::parallel {
 
@@ -31,6 +30,8 @@ struct NcclApi {
   decltype(&ncclCommAbort) comm_abort = nullptr;
   decltype(&ncclAllReduce) all_reduce = nullptr;
   decltype(&ncclAllGather) all_gather = nullptr;
+  decltype(&ncclGroupStart) group_start = nullptr;
+  decltype(&ncclGroupEnd) group_end = nullptr;
 };
 
 const NcclApi& nccl() {
@@ -53,6 +54,8 @@ const NcclApi& nccl() {
     resolve(a.comm_abort, "ncclCommAbort");
     resolve(a.all_reduce, "ncclAllReduce");
     resolve(a.all_gather, "ncclAllGather");
+    resolve(a.group_start, "ncclGroupStart");
+    resolve(a.group_end, "ncclGroupEnd");
     return a;
   }();
   return api;
@@ -77,18 +80,13 @@ ncclDataType_t nccl_type(DType t) {
 class NcclComm : public Comm {
  public:
   explicit NcclComm(const std::vector<int>& devices)
-      : devices_(devices), comms_(devices.size()), scratch_(devices.size()) {
+      : devices_(devices), comms_(devices.size()) {
     check(nccl().comm_init_all(comms_.data(), static_cast<int>(devices.size()), devices.data()),
           "ncclCommInitAll");
   }
   ~NcclComm() override {
-    for (size_t r = 0; r < comms_.size(); ++r) {
-      if (scratch_[r].data) {
-        DeviceGuard guard(Device::cuda(devices_[r]));
-        cudaFree(scratch_[r].data);
-      }
-      if (!aborted_) nccl().comm_destroy(comms_[r]);
-    }
+    if (!aborted_)
+      for (ncclComm_t c : comms_) nccl().comm_destroy(c);
   }
   int size() const override { return static_cast<int>(comms_.size()); }
 
@@ -106,20 +104,22 @@ class NcclComm : public Comm {
     if (out.size(0) != m || out.size(1) != w * size() || out.dtype != x.dtype)
       throw Error(ErrorKind::invalid_argument, "NcclComm: all_gather_columns's out must be [m, size * w] of x's dtype");
     const auto s = static_cast<cudaStream_t>(stream.handle);
-    const size_t count = static_cast<size_t>(m * w);
-    // NCCL gathers whole buffers one after another: for one row that is already [1, size * w];
-    // more rows arrive as [size, m, w] and are laid out as columns after.
-    if (m == 1) {
-      check(nccl().all_gather(x.data, out.data, count, nccl_type(x.dtype), comms_[rank], s), "all-gather");
-      return;
+    // NCCL gathers whole buffers one after another, which for one row is [1, size * w] already;
+    // more rows are gathered one by one (rank r's row i lands at out[i, r * w :]), in one NCCL
+    // group: no staging buffer, so a captured graph holds no pointer that could move.
+    const size_t row_bytes = static_cast<size_t>(out.size(1)) * dtype_size(x.dtype);
+    check(nccl().group_start(), "ncclGroupStart");
+    for (int64_t i = 0; i < m; ++i) {
+      const ncclResult_t r = nccl().all_gather(
+          static_cast<const char*>(x.data) + i * w * dtype_size(x.dtype),
+          static_cast<char*>(out.data) + i * row_bytes, static_cast<size_t>(w), nccl_type(x.dtype),
+          comms_[rank], s);
+      if (r != ncclSuccess) {
+        nccl().group_end();
+        check(r, "all-gather");
+      }
     }
-    const size_t elem = dtype_size(x.dtype);
-    void* gathered = scratch(rank, out.nbytes());
-    check(nccl().all_gather(x.data, gathered, count, nccl_type(x.dtype), comms_[rank], s), "all-gather");
-    for (int r = 0; r < size(); ++r)
-      BRAID_CUDA_CHECK(cudaMemcpy2DAsync(static_cast<char*>(out.data) + r * w * elem, out.size(1) * elem,
-                                         static_cast<char*>(gathered) + r * count * elem, w * elem,
-                                         w * elem, m, cudaMemcpyDeviceToDevice, s));
+    check(nccl().group_end(), "ncclGroupEnd");
   }
 
   void abort() override {
@@ -130,11 +130,6 @@ class NcclComm : public Comm {
   }
 
  private:
-  struct Scratch {
-    void* data = nullptr;
-    size_t bytes = 0;
-  };
-
   void check_rows(int rank, const Tensor& t, const char* what) const {
     if (rank < 0 || rank >= size())
       throw Error(ErrorKind::invalid_argument,
@@ -147,22 +142,8 @@ class NcclComm : public Comm {
                       std::to_string(devices_[rank]) + " (rank " + std::to_string(rank) + "'s GPU)");
   }
 
-  // A rank's buffer for gathers of more than one row (prompt steps, never inside a captured
-  // graph: decode gathers one row), grown as needed on the rank's own device (current here).
-  void* scratch(int rank, size_t bytes) {
-    Scratch& s = scratch_[rank];
-    if (s.bytes < bytes) {
-      if (s.data) BRAID_CUDA_CHECK(cudaFree(s.data));
-      s = {};
-      BRAID_CUDA_CHECK(cudaMalloc(&s.data, bytes));
-      s.bytes = bytes;
-    }
-    return s.data;
-  }
-
   std::vector<int> devices_;
   std::vector<ncclComm_t> comms_;
-  std::vector<Scratch> scratch_;
   std::mutex mutex_;
   std::atomic<bool> aborted_ = false;
 };
