@@ -8,7 +8,7 @@
 #include "core/device_guard.h"
 #include "model/safetensors.h"
 #include "parallel/nccl_comm.h"
-#include "parallel/run_ranks.h"
+#include "parallel/rank_threads.h"
 
 namespace braid::engine {
 
@@ -98,6 +98,8 @@ Engine::Engine(const std::string& dir, const EngineOptions& o)
     DeviceGuard guard(rank.device);
     followers_.push_back(std::make_unique<Engine>(dir, rank));
   }
+  if (!followers_.empty())
+    rank_threads_ = std::make_unique<parallel::RankThreads>(o.tensor_parallel.size);
   const int T = o.max_step_tokens;
   host_inputs_ = OwnedTensor(DType::i32, {4 * T + 3}, Device::cpu());
   device_inputs_ = OwnedTensor(DType::i32, {4 * T + 3}, o.device);
@@ -140,7 +142,7 @@ void Engine::reset() {
 }
 
 void Engine::on_every_rank(const std::function<void(Engine&)>& work) {
-  parallel::run_ranks(static_cast<int>(followers_.size()) + 1, *group_comm_, [&](int rank) {
+  rank_threads_->run(*group_comm_, [&](int rank) {
     Engine& e = rank == 0 ? *this : *followers_[static_cast<size_t>(rank - 1)];
     DeviceGuard guard(e.options_.device);
     work(e);

@@ -15,6 +15,7 @@
 #include "model/shard.h"
 #include "model/weights.h"
 #include "parallel/comm.h"
+#include "parallel/rank_threads.h"
 
 namespace braid::engine {
 
@@ -110,6 +111,7 @@ class Engine {
   OwnedTensor decode_inputs_, decode_token_;
   std::unique_ptr<DecodeGraph> decode_graph_;
   std::vector<std::unique_ptr<Engine>> followers_;
+  std::unique_ptr<parallel::RankThreads> rank_threads_;  // a front engine's: one per follower
 };
 
 }  // namespace braid::engine

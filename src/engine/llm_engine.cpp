@@ -8,7 +8,7 @@
 #include "engine/engine.h"
 #include "model/safetensors.h"
 #include "model/shard.h"
-#include "parallel/run_ranks.h"
+#include "parallel/rank_threads.h"
 
 namespace braid::engine {
 
@@ -122,6 +122,7 @@ void LLMEngine::start(const EngineConfig& e, const std::string& dir) {
                                               RunnerRank{r, group_comm_.get(), model_config_.vocab_size});
     followers_.push_back(std::move(f));
   }
+  if (n > 1) rank_threads_ = std::make_unique<parallel::RankThreads>(n);
   blocks_ = std::make_unique<BlockManager>(runner_->num_pages(), e.page_size,
                                            e.enable_prefix_caching, /*reserved_pages=*/1);
   scheduler_ = std::make_unique<Scheduler>(
@@ -130,7 +131,7 @@ void LLMEngine::start(const EngineConfig& e, const std::string& dir) {
     if (followers_.empty()) {
       runner_->warm_up();
     } else {
-      parallel::run_ranks(n, *group_comm_, [&](int rank) {
+      rank_threads_->run(*group_comm_, [&](int rank) {
         DeviceGuard guard(rank_device(e.device, rank));
         runner_of(rank).warm_up();
       });
@@ -141,7 +142,7 @@ void LLMEngine::start(const EngineConfig& e, const std::string& dir) {
 StepResult LLMEngine::run_step(const StepPlan& plan, SampleOn on, const std::vector<RowSampling>& rows) {
   if (followers_.empty()) return runner_->run(plan, on, rows);
   StepResult result;
-  parallel::run_ranks(tensor_parallel(), *group_comm_, [&](int rank) {
+  rank_threads_->run(*group_comm_, [&](int rank) {
     DeviceGuard guard(rank == 0 ? weights_.device : followers_[static_cast<size_t>(rank - 1)]->device);
     StepResult r = runner_of(rank).run(plan, on, rows);  // every rank: the same tokens or logits
     if (rank == 0) result = std::move(r);

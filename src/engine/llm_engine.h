@@ -23,6 +23,7 @@
 #include "model/config.h"
 #include "model/weights.h"
 #include "parallel/comm.h"
+#include "parallel/rank_threads.h"
 #include "tokenizer/tokenizer.h"
 
 namespace braid::engine {
@@ -130,6 +131,7 @@ class LLMEngine {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<ModelRunner> runner_;
   std::vector<std::unique_ptr<Follower>> followers_;
+  std::unique_ptr<parallel::RankThreads> rank_threads_;  // steps them with rank 0, one thread each
   std::vector<int32_t> eos_ids_;
   std::map<uint64_t, std::unique_ptr<Live>> live_;  // by sequence id, in arrival order
   std::vector<std::unique_ptr<Live>> aborted_;      // to report from the next step
