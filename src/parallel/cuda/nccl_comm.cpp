@@ -23,7 +23,6 @@ namespace {
 // ~200 MB that a program running one GPU never needs, and a host process (PyTorch) may have
 // loaded its own copy already, which dlopen then shares.
 struct NcclApi {
-  decltype(&ncclGetVersion) get_version = nullptr;
   decltype(&ncclGetErrorString) error_string = nullptr;
   decltype(&ncclCommInitAll) comm_init_all = nullptr;
   decltype(&ncclCommDestroy) comm_destroy = nullptr;
@@ -47,7 +46,6 @@ const NcclApi& nccl() {
       if (!fn)
         throw Error(ErrorKind::unsupported, std::string("libnccl.so.2 has no ") + name + " (too old?)");
     };
-    resolve(a.get_version, "ncclGetVersion");
     resolve(a.error_string, "ncclGetErrorString");
     resolve(a.comm_init_all, "ncclCommInitAll");
     resolve(a.comm_destroy, "ncclCommDestroy");
@@ -153,8 +151,9 @@ class NcclComm : public Comm {
 // Lazy module loading (CUDA's default) loads each kernel at its first launch, and a load may
 // wait for the context to go idle. With one process driving every GPU of a group, a rank loading
 // a kernel while its GPU runs a collective that waits for another rank can deadlock: seen on two
-// H200s, both ranks stopped inside cuKernelSetAttribute under cublasLtMatmul on a new GEMM shape,
-// and gone with CUDA_MODULE_LOADING=EAGER (docs/perf/tensor_parallel.md).
+// H200s (one rank inside cublasLtMatmul -> cuKernelSetAttribute on a new GEMM shape, the other
+// waiting on a lock the first held), gone with CUDA_MODULE_LOADING=EAGER
+// (docs/perf/tensor_parallel.md).
 bool cuda_module_loading_is_eager() {
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult found{};
