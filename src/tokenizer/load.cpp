@@ -30,6 +30,15 @@ std::string type_of(const json& j) {
   return it != j.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
+// A token id: an integer in [0, 2^31). Read through get<int32_t> unchecked, a float or a larger
+// integer is undefined behaviour (found by fuzz_tokenizer_load) or a silently wrapped id.
+int32_t token_id(const json& v, const std::string& path, const std::string& what) {
+  if (!v.is_number_integer() || (v.is_number_unsigned() ? v.get<uint64_t>() > INT32_MAX
+                                                        : v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX))
+    fail(ErrorKind::io, path, what + " has id " + v.dump() + ", not an integer in [0, 2^31)");
+  return static_cast<int32_t>(v.get<int64_t>());
+}
+
 // A flag that may be absent or null (then `fallback`).
 bool flag(const json& j, const char* key, bool fallback) {
   const auto it = j.find(key);
@@ -187,7 +196,10 @@ void load_post_processor(const json& p, TokenizerData& d) {
       const std::string name = item["SpecialToken"].at("id").get<std::string>();
       if (!specials.contains(name))
         fail(ErrorKind::io, d.path, "TemplateProcessing uses '" + name + "', missing from special_tokens");
-      piece.ids = specials[name].at("ids").get<std::vector<int32_t>>();
+      const json& ids = specials[name].at("ids");
+      if (!ids.is_array()) fail(ErrorKind::io, d.path, "special token '" + name + "': ids is not a list");
+      for (const json& id : ids)
+        piece.ids.push_back(token_id(id, d.path, "TemplateProcessing's special token '" + name + "'"));
     } else {
       fail(ErrorKind::io, d.path, "TemplateProcessing item " + item.dump() + " is not understood");
     }
@@ -199,14 +211,13 @@ void load_added_tokens(const json& list, TokenizerData& d) {
   if (list.is_null()) return;
   for (const json& t : list) {
     AddedToken a;
-    a.id = t.at("id").get<int32_t>();
     a.content = t.at("content").get<std::string>();
+    a.id = token_id(t.at("id"), d.path, "added token '" + a.content + "'");
     a.special = flag(t, "special", false);
     a.lstrip = flag(t, "lstrip", false);
     a.rstrip = flag(t, "rstrip", false);
     a.single_word = flag(t, "single_word", false);
     a.normalized = flag(t, "normalized", !a.special);
-    if (a.id < 0) fail(ErrorKind::io, d.path, "added token '" + a.content + "' has a negative id");
     if (utf8_first_invalid(a.content) != std::string::npos)
       fail(ErrorKind::io, d.path, "added token " + std::to_string(a.id) + " is not valid UTF-8");
     d.added_tokens.push_back(std::move(a));

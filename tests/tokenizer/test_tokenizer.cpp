@@ -353,5 +353,26 @@ TEST(TokenizerBadInput, UnsupportedPipelineParts) {
   expect_error([&] { load(j); }, ErrorKind::unsupported, {"post-processor type 'BertProcessing'"});
 }
 
+// Found by fuzz_tokenizer_load in CI (2026-11-28): an added token's id 1.51618e+25 went through
+// get<int32_t>, a float-to-int conversion out of range (UBSan: undefined behaviour). Token ids,
+// there and in TemplateProcessing's special tokens, must be integers in [0, 2^31).
+TEST(TokenizerBadInput, TokenIdsOutsideInt32AreRefused) {
+  for (const json& id : {json(1.51618e25), json(4294967313LL), json(-1), json(2.5), json("7")}) {
+    SCOPED_TRACE(id.dump());
+    json j = base_tokenizer();
+    json t = added_token(20, "<s>", true);
+    t["id"] = id;
+    j["added_tokens"] = json::array({t});
+    expect_error([&] { load(j); }, ErrorKind::io, {"added token", "id"});
+    j = base_tokenizer();
+    j["added_tokens"] = json::array({added_token(20, "<s>", true)});
+    j["post_processor"] = json::parse(R"({"type": "TemplateProcessing",
+        "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}], "pair": [],
+        "special_tokens": {"<s>": {"id": "<s>", "ids": [0], "tokens": ["<s>"]}}})");
+    j["post_processor"]["special_tokens"]["<s>"]["ids"][0] = id;
+    expect_error([&] { load(j); }, ErrorKind::io, {"'<s>'", "id"});
+  }
+}
+
 }  // namespace
 }  // namespace braid::test
