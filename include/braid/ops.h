@@ -41,6 +41,21 @@ struct Weight {
   bool fp8() const { return w.dtype == DType::f8e4m3; }
 };
 
+// ConstantWeights: while one is alive on this thread, the matmul ops on CUDA may start reading
+// their weights (w and its scales) before the kernel before them in the stream has finished
+// (programmatic dependent launch: the weight stream overlaps that kernel's tail). Whoever opens
+// one promises that no kernel it enqueues meanwhile writes a weight that a later op of the same
+// stream reads; the model's forward() opens one (weights never change after loading). Outside
+// one, every op waits for the kernel before it as usual. Nestable.
+class ConstantWeights {
+ public:
+  ConstantWeights();
+  ~ConstantWeights();
+  ConstantWeights(const ConstantWeights&) = delete;
+  ConstantWeights& operator=(const ConstantWeights&) = delete;
+  static bool active();  // on this thread
+};
+
 // ---------------------------------------------------------------------------------------------
 // embedding: out[i, :] = table[ids[i], :]
 //   ids   [n] i32 or i64, each in [0, vocab)

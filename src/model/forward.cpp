@@ -231,6 +231,9 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
   auto mark = [probe](const char* component, int layer) {
     if (probe) (*probe)(component, layer);
   };
+  // The weights never change after loading: the GEMVs may stream them ahead of the kernel
+  // before them (programmatic dependent launch on CUDA).
+  const ops::ConstantWeights constant_weights;
   if (tp && greedy_ids.data)
     throw Error(ErrorKind::unsupported, "forward: greedy_ids with tensor parallelism (not yet)");
   // Tensor parallelism: a rank's partial sums of a row-parallel product (o_proj, down, the

@@ -1,27 +1,38 @@
 #!/usr/bin/env bash
-# Batch-1 decode matrix of issue 4 on the GPU machine: the three headline shapes at a short
-# context, batch 4 and 16 for the 1B and 7B shapes, contexts 4096 and 32768. One JSON per run,
-# packed into $OUT/decode.tar.gz, the summaries in $OUT/decode.log.
+# Batch-1 decode matrix of issue 19 on the GPU machine: the headline shapes at a short context,
+# batch 4 and 16, contexts 4096 and 32768, and the DeepSeek / fp8 shapes of issue 18. One JSON per
+# run, packed into $OUT/decode.tar.gz, the summaries in $OUT/decode.log.
 # Usage: BIN=.device/build/braidinfer OUT=... bash tools/device/decode.sh [--quick]
+#   RUNS="shape batch context;..."  replaces the matrix (e.g. RUNS="llama-3.2-1b 1 256")
+#   PDL_AB=1                         runs each case twice in a row: BRAID_PDL=0 (every kernel
+#                                    launched the ordinary way), then as shipped
 set -uo pipefail
 BIN=${BIN:-build/braidinfer}
 OUT=${OUT:-./device-out}
 mkdir -p "$OUT/decode"
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-runs=(
-  "qwen2.5-0.5b 1 256" "llama-3.2-1b 1 256" "llama-2-7b 1 256"
-  "llama-3.2-1b 4 256" "llama-3.2-1b 16 256" "llama-2-7b 4 256" "llama-2-7b 16 256"
-  "llama-3.2-1b 1 4096" "llama-3.2-1b 1 32768" "llama-2-7b 1 4096" "llama-2-7b 1 32768"
-  "qwen3-30b-a3b 1 256"
-)
+default_runs="qwen2.5-0.5b 1 256;llama-3.2-1b 1 256;llama-3.1-8b 1 256;qwen3-30b-a3b 1 256"
+default_runs+=";llama-3.2-1b 4 256;llama-3.2-1b 16 256;llama-3.1-8b 4 256;llama-3.1-8b 16 256"
+default_runs+=";llama-3.2-1b 1 4096;llama-3.2-1b 1 32768;llama-3.1-8b 1 4096;llama-3.1-8b 1 32768"
+default_runs+=";deepseek-ocr-lm 1 256;deepseek-v2-lite 1 256;llama-3.1-8b-fp8 1 256;qwen3-30b-a3b-fp8 1 256"
+IFS=';' read -r -a runs <<<"${RUNS:-$default_runs}"
+variants=("")
+[[ "${PDL_AB:-0}" == 1 ]] && variants=("0" "")
+rc=0
+(
 status=0
 for r in "${runs[@]}"; do
   read -r shape batch context <<<"$r"
-  name="${shape}_b${batch}_c${context}"
-  echo "=== $name"
-  "$BIN" bench decode --shape "$shape" --batch "$batch" --context "$context" "$@" \
-    --json "$OUT/decode/$name.json" > "$OUT/decode/$name.log" 2>&1 || status=1
-  grep -E "ms/step|error" "$OUT/decode/$name.log"
-done 2>&1 | tee "$OUT/decode.log"
-tar czf "$OUT/decode.tar.gz" -C "$OUT" decode && rm -rf "$OUT/decode"
+  for pdl in "${variants[@]}"; do
+    name="${shape}_b${batch}_c${context}${pdl:+_nopdl}"
+    echo "=== $name"
+    if [[ -n "$pdl" ]]; then export BRAID_PDL=$pdl; else unset BRAID_PDL; fi
+    "$BIN" bench decode --shape "$shape" --batch "$batch" --context "$context" "$@" \
+      --json "$OUT/decode/$name.json" > "$OUT/decode/$name.log" 2>&1 || status=1
+    grep -E "graph.*ms/step|error" "$OUT/decode/$name.log"
+  done
+done
 exit $status
+) 2>&1 | tee "$OUT/decode.log" || rc=1
+tar czf "$OUT/decode.tar.gz" -C "$OUT" decode && rm -rf "$OUT/decode"
+exit $rc

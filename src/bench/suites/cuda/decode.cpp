@@ -24,6 +24,7 @@
 #include "model/forward.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
+#include "ops/cuda/pdl.cuh"
 
 namespace braid::bench {
 
@@ -147,7 +148,9 @@ Report run_decode(const DecodeOptions& o) {
                   so.quantize == model::Quantize::none ? "" : " quantize fp8", B, o.context);
   const double bytes = decode_step_bytes(c, B, o.context, dtype_size(dtype));
   const std::string note =
-      fmt::format("{} kernels/step, weights {:.2f} GB{}", kernels, w.bytes / 1e9,
+      fmt::format("{} kernels/step{}, weights {:.2f} GB{}", kernels,
+                  cuda::programmatic_launch_enabled() ? "" : " (BRAID_PDL=0: no programmatic launch)",
+                  w.bytes / 1e9,
                   past_positions ? fmt::format(", context past the model's {} positions",
                                                c.max_position_embeddings)
                                  : "");

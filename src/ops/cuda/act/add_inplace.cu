@@ -4,6 +4,7 @@
 #include "core/cuda_check.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/pdl.cuh"
 
 namespace braid::cuda {
 
@@ -19,6 +20,7 @@ struct AddArgs {
 
 template <typename T, bool kVec>
 __global__ void add_inplace_kernel(AddArgs a) {
+  pdl::wait_then_release();
   constexpr int V = kVec ? Vec16<T>::kSize : 1;
   const int j = (blockIdx.x * blockDim.x + threadIdx.x) * V;
   if (j >= a.d) return;
@@ -57,9 +59,9 @@ void add_inplace(const Tensor& x, const Tensor& residual, Stream stream) {
   dispatch_float_type(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     if (can_vec)
-      add_inplace_kernel<T, true><<<l.grid, l.threads, 0, s>>>(a);
+      launch_programmatic(add_inplace_kernel<T, true>, l.grid, l.threads, 0, s, a);
     else
-      add_inplace_kernel<T, false><<<l.grid, l.threads, 0, s>>>(a);
+      launch_programmatic(add_inplace_kernel<T, false>, l.grid, l.threads, 0, s, a);
   });
   BRAID_CUDA_CHECK_LAUNCH();
 }

@@ -4,6 +4,7 @@
 #include "core/cuda_check.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/pdl.cuh"
 
 namespace braid::cuda {
 
@@ -19,6 +20,7 @@ struct SiluArgs {
 
 template <typename T, bool kVec>
 __global__ void silu_mul_kernel(SiluArgs a) {
+  pdl::wait_then_release();
   constexpr int V = kVec ? Vec16<T>::kSize : 1;
   const int j = (blockIdx.x * blockDim.x + threadIdx.x) * V;
   if (j >= a.d) return;
@@ -63,9 +65,9 @@ void silu_mul(const Tensor& x, const Tensor& out, Stream stream) {
   dispatch_float_type(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     if (can_vec)
-      silu_mul_kernel<T, true><<<l.grid, l.threads, 0, s>>>(a);
+      launch_programmatic(silu_mul_kernel<T, true>, l.grid, l.threads, 0, s, a);
     else
-      silu_mul_kernel<T, false><<<l.grid, l.threads, 0, s>>>(a);
+      launch_programmatic(silu_mul_kernel<T, false>, l.grid, l.threads, 0, s, a);
   });
   BRAID_CUDA_CHECK_LAUNCH();
 }

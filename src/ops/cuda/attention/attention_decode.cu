@@ -33,6 +33,7 @@
 #include "ops/cuda/attention/mma_sync.cuh"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/pdl.cuh"
 
 namespace braid::cuda {
 
@@ -139,8 +140,10 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodeArgs
   const uint32_t v_base = k_base + kStages * kStageBytes;
 
   // Let the combine kernel's blocks be scheduled now (they wait for this grid's results): its
-  // launch then overlaps this kernel instead of following it.
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  // launch then overlaps this kernel instead of following it. Then wait for q and the new key
+  // (pdl.cuh): this kernel may itself have started before the one that wrote them finished.
+  pdl::launch_dependents();
+  pdl::wait();
   const int split = blockIdx.x, b = blockIdx.z;
   const int kvh = blockIdx.y / a.head_blocks, hb = blockIdx.y % a.head_blocks;
   const int kv_len = a.kv_lens[b];
@@ -336,7 +339,7 @@ __global__ void __launch_bounds__(kThreads) decode_combine_kernel(const DecodeAr
   constexpr int E = D / 32;
   __shared__ float scratch[32];
   __shared__ float partial[kWarps][D];
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  pdl::wait_then_release();
   const int64_t item = blockIdx.x;  // b * q_heads + h
   const int64_t b = item / a.q_heads, h = item % a.q_heads;
   const int used = (a.kv_lens[b] + a.chunk - 1) / a.chunk;
@@ -499,19 +502,11 @@ void attention_decode(const Tensor& q, const ops::PagedKV& kv, float softmax_sca
     using T = decltype(tag);
     constexpr int D = decltype(dim)::value;
     blocks_per_sm<T, D>();  // sets the shared-memory attribute on first use
-    decode_split_kernel<T, D><<<grid, kThreads, smem_bytes<T, D>(), s>>>(a);
+    launch_programmatic(decode_split_kernel<T, D>, grid, kThreads, smem_bytes<T, D>(), s, a);
     BRAID_CUDA_CHECK_LAUNCH();
     if (splits > 1) {
-      cudaLaunchAttribute pdl[1];
-      pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      pdl[0].val.programmaticStreamSerializationAllowed = 1;
-      cudaLaunchConfig_t config = {};
-      config.gridDim = dim3(static_cast<unsigned>(batch * q_heads));
-      config.blockDim = dim3(kThreads);
-      config.stream = s;
-      config.attrs = pdl;
-      config.numAttrs = 1;
-      BRAID_CUDA_CHECK(cudaLaunchKernelEx(&config, decode_combine_kernel<T, D>, a));
+      launch_programmatic(decode_combine_kernel<T, D>, static_cast<unsigned>(batch * q_heads),
+                          kThreads, 0, s, a);
       BRAID_CUDA_CHECK_LAUNCH();
     }
   });

@@ -6,6 +6,7 @@
 #include "core/cuda_check.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/pdl.cuh"
 
 namespace braid::cuda {
 
@@ -24,6 +25,9 @@ struct EmbedArgs {
 // Word: the unit copied per thread (uint4 = 16 bytes, or one element). Id: int32_t or int64_t.
 template <typename Word, typename Id>
 __global__ void embedding_kernel(EmbedArgs a) {
+  // Launched the ordinary way (the first kernel of a step follows the copy of its inputs), it
+  // still lets the next kernel's blocks start staging (pdl.cuh).
+  pdl::launch_dependents();
   const int64_t token = blockIdx.x;
   const int64_t id = static_cast<const Id*>(a.ids)[token] - a.first;
   Word* out = static_cast<Word*>(a.out) + token * a.out_stride;

@@ -31,6 +31,7 @@
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/gemv/gemv_device.cuh"
 #include "ops/cuda/gemv/gemv.h"
+#include "ops/cuda/pdl.cuh"
 
 namespace braid::cuda {
 
@@ -111,16 +112,30 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 2) gemv_kernel(GemvArgs p) {
   const uint4* x_lo = reinterpret_cast<const uint4*>(a + (has_lo ? g * p.lda : 0));
   const uint4* x_hi = reinterpret_cast<const uint4*>(a + (has_hi ? (g + 8) * p.lda : 0));
 
-  // acc[r]: rows r * 8 + 2t, 2t + 1 of the tile, activation rows g ({0, 1}) and g + 8 ({2, 3}).
-  float acc[2][4] = {};
-  for (int s0 = step_begin; s0 < step_end; s0 += kUnroll) {
-    uint4 wv[kUnroll][2], xl[kUnroll], xh[kUnroll];
+  // The first group of weight loads depends on nothing: issued before waiting for the kernel
+  // before this one (pdl.cuh), they overlap its tail, and so does this kernel's launch.
+  uint4 wv[kUnroll][2];
+  auto load_weight_group = [&](int s0) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int c = (s0 + u) * 4 + t;
       const bool ok = s0 + u < step_end && c < chunks;
       wv[u][0] = load_weights(w0 + c, ok);
       wv[u][1] = load_weights(w1 + c, ok);
+    }
+  };
+  load_weight_group(step_begin);
+  pdl::wait();
+
+  // acc[r]: rows r * 8 + 2t, 2t + 1 of the tile, activation rows g ({0, 1}) and g + 8 ({2, 3}).
+  float acc[2][4] = {};
+  for (int s0 = step_begin; s0 < step_end; s0 += kUnroll) {
+    if (s0 != step_begin) load_weight_group(s0);
+    uint4 xl[kUnroll], xh[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int c = (s0 + u) * 4 + t;
+      const bool ok = s0 + u < step_end && c < chunks;
       xl[u] = load_activations(x_lo + c, ok && has_lo);
       xh[u] = kWide ? load_activations(x_hi + c, ok && has_hi) : make_uint4(0, 0, 0, 0);
     }
@@ -134,6 +149,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 2) gemv_kernel(GemvArgs p) {
     }
   }
 
+  // The next kernel's blocks may take the SMs from here on: only the stores (and the reduction)
+  // are left, so their early weight loads no longer compete with this kernel's (pdl.cuh).
+  pdl::launch_dependents();
   const int col_base = tile * kTileRows;
   if (p.split == 1) {  // the warp has whole sums: store them
     if (!has_tile) return;
@@ -228,14 +246,15 @@ void gemv(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& ou
   const auto blocks =
       static_cast<unsigned>((p.tiles + launch.tiles_per_block - 1) / launch.tiles_per_block);
   const auto threads = static_cast<unsigned>(launch.tiles_per_block * launch.split * 32);
+  const bool programmatic = gemv_launch_programmatic((p.steps_per_slice + kUnroll - 1) / kUnroll);
   auto s = static_cast<cudaStream_t>(stream.handle);
   dispatch_float_type(a.dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, float>) {  // f32 is refused by gemv_applicable
       if (p.m > 8)
-        gemv_kernel<T, true><<<blocks, threads, 0, s>>>(p);
+        launch_dependent_if(programmatic, gemv_kernel<T, true>, blocks, threads, 0, s, p);
       else
-        gemv_kernel<T, false><<<blocks, threads, 0, s>>>(p);
+        launch_dependent_if(programmatic, gemv_kernel<T, false>, blocks, threads, 0, s, p);
     }
   });
   BRAID_CUDA_CHECK_LAUNCH();

@@ -45,6 +45,7 @@
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/gemv/gemv_device.cuh"
 #include "ops/cuda/gemv/gemv_fused.h"
+#include "ops/cuda/pdl.cuh"
 
 namespace braid::cuda {
 
@@ -182,6 +183,7 @@ __device__ void argmax_epilogue(const FusedArgs& p, int tile, float sum) {
 __global__ void __launch_bounds__(256) argmax_keys_kernel(const unsigned long long* keys,
                                                            int blocks, void* ids, bool ids_i64) {
   __shared__ unsigned long long warp_keys[8];
+  pdl::wait_then_release();
   const int row = static_cast<int>(blockIdx.x), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   unsigned long long best = 0;
   for (int b = threadIdx.x; b < blocks; b += blockDim.x)
@@ -239,6 +241,22 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_fused_kernel(FusedArgs p)
   const uint4* x_lo = reinterpret_cast<const uint4*>(a + (has_lo ? g * p.lda : 0));
   const uint4* x_hi = reinterpret_cast<const uint4*>(a + (has_hi ? (g + 8) * p.lda : 0));
   const uint4* norm_w = reinterpret_cast<const uint4*>(p.norm_weight);
+  // The first group of weight loads depends on nothing: issued before waiting for the kernel
+  // before this one (pdl.cuh), they overlap its tail, and so does this kernel's launch.
+  constexpr int kGroup = kFp8 ? kUnroll8 : kUnroll;
+  uint4 wv[kGroup][2];
+  auto load_weight_group = [&](int s0) {
+#pragma unroll
+    for (int u = 0; u < kGroup; ++u) {
+      const int c = (s0 + u) * 4 + t;  // fp8: k % 128 == 0, so a step's columns all exist
+      const bool ok = s0 + u < step_end && (kFp8 || c < chunks);
+      wv[u][0] = load_weights(w0 + c, ok);
+      wv[u][1] = load_weights(w1 + c, ok);
+    }
+  };
+  load_weight_group(step_begin);
+  pdl::wait();
+
   float scale_lo = 0.0f, scale_hi = 0.0f;
   if constexpr (P == Prologue::rms_norm) {
     // Warp r takes rows r and r + 8: fp32 sum of squares, as rms_norm's kernel.
@@ -264,16 +282,14 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_fused_kernel(FusedArgs p)
   if constexpr (kFp8) {
     float part[2][4];  // fp8_block: one run's unscaled sums
     for (int s0 = step_begin; s0 < step_end; s0 += kUnroll8) {
+      if (s0 != step_begin) load_weight_group(s0);
       // [step][half]: the activation chunks of the lane's 16 columns (8 each).
-      uint4 wv[kUnroll8][2], xl[kUnroll8][2], xh[kUnroll8][2], el[kUnroll8][2], eh[kUnroll8][2],
-          nw[kUnroll8][2];
+      uint4 xl[kUnroll8][2], xh[kUnroll8][2], el[kUnroll8][2], eh[kUnroll8][2], nw[kUnroll8][2];
       [[maybe_unused]] float scale[kUnroll8 / kRun];  // the group's runs' block scales
 #pragma unroll
       for (int u = 0; u < kUnroll8; ++u) {
         const int c = (s0 + u) * 4 + t;   // 16-byte weight chunk: columns 16c .. 16c + 15
         const bool ok = s0 + u < step_end;  // k % 128 == 0: a step's columns all exist
-        wv[u][0] = load_weights(w0 + c, ok);
-        wv[u][1] = load_weights(w1 + c, ok);
         if constexpr (kBlockScale) {
           if (u % kRun == 0) scale[u / kRun] = ok ? __ldg(block_scale + (s0 + u) / kStepsPerScale) : 0.0f;
         }
@@ -324,13 +340,12 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_fused_kernel(FusedArgs p)
     }
   } else {
     for (int s0 = step_begin; s0 < step_end; s0 += kUnroll) {
-      uint4 wv[kUnroll][2], xl[kUnroll], xh[kUnroll], el[kUnroll], eh[kUnroll], nw[kUnroll];
+      if (s0 != step_begin) load_weight_group(s0);
+      uint4 xl[kUnroll], xh[kUnroll], el[kUnroll], eh[kUnroll], nw[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int c = (s0 + u) * 4 + t;
         const bool ok = s0 + u < step_end && c < chunks;
-        wv[u][0] = load_weights(w0 + c, ok);
-        wv[u][1] = load_weights(w1 + c, ok);
         xl[u] = load_activations(x_lo + c, ok && has_lo);
         xh[u] = kWide ? load_activations(x_hi + c, ok && has_hi) : make_uint4(0, 0, 0, 0);
         if constexpr (P == Prologue::rms_norm) nw[u] = load_activations(norm_w + c, ok);
@@ -358,6 +373,9 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_fused_kernel(FusedArgs p)
     }
   }
 
+  // The next kernel's blocks may take the SMs from here on: only the reduction is left, so
+  // their early weight loads no longer compete with this kernel's (pdl.cuh).
+  pdl::launch_dependents();
   gemv_device::store_partial(partial[warp], acc, g, t, has_lo, has_hi);
   __syncthreads();
 
@@ -421,13 +439,20 @@ FusedArgs with_out(FusedArgs p, const Tensor& out) {
 template <Prologue P, WFormat W>
 void launch_as(const FusedArgs& p, DType dtype, cudaStream_t s) {
   const auto blocks = static_cast<unsigned>((p.n + kTileRows - 1) / kTileRows);
+  // Steps per group of weight loads: the kernel's kUnroll (kUnroll8 for fp8).
+  int group_steps = (P == Prologue::swiglu && p.m > 8) ? 2 : 4;
+  if (W != WFormat::native) group_steps /= 2;
+  const bool programmatic =
+      gemv_launch_programmatic((p.steps_per_slice + group_steps - 1) / group_steps);
   dispatch_float_type(dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, float>) {  // f32 is refused by gemv_fused_applicable
       if (p.m > 8)
-        gemv_fused_kernel<T, P, true, W><<<blocks, kWarps * 32, 0, s>>>(p);
+        launch_dependent_if(programmatic, gemv_fused_kernel<T, P, true, W>, blocks, kWarps * 32, 0,
+                            s, p);
       else
-        gemv_fused_kernel<T, P, false, W><<<blocks, kWarps * 32, 0, s>>>(p);
+        launch_dependent_if(programmatic, gemv_fused_kernel<T, P, false, W>, blocks, kWarps * 32,
+                            0, s, p);
     }
   });
 }
@@ -478,8 +503,10 @@ void gemv_argmax(const Tensor& a, const Tensor& norm_weight, float eps, const Te
   else
     launch<Prologue::none>(p, a.dtype, stream);
   const int blocks = (p.n + kTileRows - 1) / kTileRows;
-  argmax_keys_kernel<<<static_cast<unsigned>(p.m), 256, 0, static_cast<cudaStream_t>(stream.handle)>>>(
-      p.argmax_keys, blocks, ids.data, ids.dtype == DType::i64);
+  launch_programmatic(argmax_keys_kernel, static_cast<unsigned>(p.m), 256, 0,
+                      static_cast<cudaStream_t>(stream.handle),
+                      static_cast<const unsigned long long*>(p.argmax_keys), blocks, ids.data,
+                      ids.dtype == DType::i64);
   BRAID_CUDA_CHECK_LAUNCH();
 }
 

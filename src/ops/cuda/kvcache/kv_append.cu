@@ -2,6 +2,7 @@
 #include "core/cuda_check.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/pdl.cuh"
 
 namespace braid::cuda {
 
@@ -21,6 +22,7 @@ struct AppendArgs {
 // Copies in units of U (16 bytes when every address allows it, else the element size).
 template <typename U>
 __global__ void kv_append_kernel(AppendArgs a) {
+  pdl::wait_then_release();
   const int64_t token = blockIdx.x;
   const int64_t slot = a.slots[token];
   const int units_per_row = a.row_bytes / static_cast<int>(sizeof(U));
@@ -54,11 +56,11 @@ void kv_append(const Tensor& k, const Tensor& v, const Tensor& slots, const Tens
   auto s = static_cast<cudaStream_t>(stream.handle);
   const unsigned blocks = static_cast<unsigned>(k.size(0));
   if (vec) {
-    kv_append_kernel<int4><<<blocks, 128, 0, s>>>(a);
+    launch_programmatic(kv_append_kernel<int4>, blocks, 128, 0, s, a);
   } else if (elem == 4) {
-    kv_append_kernel<int32_t><<<blocks, 128, 0, s>>>(a);
+    launch_programmatic(kv_append_kernel<int32_t>, blocks, 128, 0, s, a);
   } else {
-    kv_append_kernel<int16_t><<<blocks, 128, 0, s>>>(a);
+    launch_programmatic(kv_append_kernel<int16_t>, blocks, 128, 0, s, a);
   }
   BRAID_CUDA_CHECK_LAUNCH();
 }

@@ -65,6 +65,7 @@
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/gemv/gemv_device.cuh"
+#include "ops/cuda/pdl.cuh"
 
 namespace braid::cuda {
 
@@ -700,7 +701,7 @@ __global__ void __launch_bounds__(kDownWarps * 32, 1) moe_down_kernel(const Expe
       }
       if (!waited) {
         // h (and, when out is x, the last reads of x) come from gate_up: wait for all of it.
-        if constexpr (kProgrammaticDown) asm volatile("griddepcontrol.wait;" ::: "memory");
+        if constexpr (kProgrammaticDown) pdl::wait_then_release();
         waited = true;
       }
 
@@ -776,7 +777,7 @@ __global__ void __launch_bounds__(kDownWarps * 32, 1) moe_down_kernel(const Expe
     }
   }
   // A block with no batch still has to wait, so that no write can precede gate_up's end.
-  if (!waited && kProgrammaticDown) asm volatile("griddepcontrol.wait;" ::: "memory");
+  if (!waited && kProgrammaticDown) pdl::wait_then_release();
 }
 
 // Launches kernel(a), as a programmatic dependent of the stream's previous kernel when
@@ -787,17 +788,8 @@ void launch_kernel(Kernel kernel, dim3 grid, unsigned threads, size_t smem, cuda
   if (smem > 36 * 1024)  // beyond what the default 48 KB leaves beside the static arrays (< 12 KB)
     BRAID_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(smem)));
-  cudaLaunchAttribute pdl[1];
-  pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  pdl[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = grid;
-  config.blockDim = dim3(threads);
-  config.dynamicSmemBytes = smem;
-  config.stream = s;
-  config.attrs = pdl;
-  config.numAttrs = programmatic ? 1 : 0;
-  BRAID_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, a));
+  launch_dependent_if(programmatic && programmatic_launch_enabled(), kernel, grid, dim3(threads),
+                      smem, s, a);
   BRAID_CUDA_CHECK_LAUNCH();
 }
 

@@ -35,6 +35,7 @@
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/moe/router_softmax.cuh"
+#include "ops/cuda/pdl.cuh"
 
 namespace braid::cuda {
 
@@ -95,6 +96,7 @@ __global__ void __launch_bounds__(kThreads) moe_route_grouped_kernel(GroupedArgs
   __shared__ float values_smem[kMaxTokensPerBlock][ops::kMoeMaxExperts];  // s or p
   __shared__ float group_scores_smem[kMaxTokensPerBlock][ops::kMoeMaxExperts];
   __shared__ bool kept_smem[kMaxTokensPerBlock][ops::kMoeMaxExperts];
+  pdl::wait_then_release();
 
   const int64_t t0 = static_cast<int64_t>(blockIdx.x) * a.tokens_per_block;
 
@@ -252,11 +254,12 @@ void launch(const char* op, GroupedArgs a, DType logits_dtype, DType bias_dtype,
     using T = decltype(tag);
     if constexpr (kScoring == Scoring::sigmoid_bias) {
       if (bias_dtype == DType::bf16) {
-        moe_route_grouped_kernel<kScoring, T, __nv_bfloat16><<<grid, kThreads, 0, s>>>(a);
+        launch_programmatic(moe_route_grouped_kernel<kScoring, T, __nv_bfloat16>, grid, kThreads,
+                            0, s, a);
         return;
       }
     }
-    moe_route_grouped_kernel<kScoring, T, float><<<grid, kThreads, 0, s>>>(a);
+    launch_programmatic(moe_route_grouped_kernel<kScoring, T, float>, grid, kThreads, 0, s, a);
   });
   BRAID_CUDA_CHECK_LAUNCH();
 }

@@ -10,6 +10,7 @@
 #include "core/cuda_check.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/pdl.cuh"
 #include "ops/cuda/moe/router_softmax.cuh"
 
 namespace braid::cuda {
@@ -43,6 +44,7 @@ __device__ __forceinline__ float key_value(uint32_t key) {
 // kSlots logits per lane (expert lane + 32 i in slot i): the smallest power of two covering E.
 template <typename T, int kSlots>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) moe_route_kernel(RouteArgs a) {
+  pdl::wait_then_release();
   const int lane = threadIdx.x & 31;
   const int64_t t = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   if (t >= a.tokens) return;  // whole warps leave; no block barriers below
@@ -113,15 +115,15 @@ void moe_route_topk_softmax(const Tensor& logits, int k, bool renormalize,
     using T = decltype(tag);
     const int slots = (a.experts + 31) / 32;
     if (slots <= 1)
-      moe_route_kernel<T, 1><<<blocks, kWarpsPerBlock * 32, 0, s>>>(a);
+      launch_programmatic(moe_route_kernel<T, 1>, blocks, kWarpsPerBlock * 32, 0, s, a);
     else if (slots <= 2)
-      moe_route_kernel<T, 2><<<blocks, kWarpsPerBlock * 32, 0, s>>>(a);
+      launch_programmatic(moe_route_kernel<T, 2>, blocks, kWarpsPerBlock * 32, 0, s, a);
     else if (slots <= 4)
-      moe_route_kernel<T, 4><<<blocks, kWarpsPerBlock * 32, 0, s>>>(a);
+      launch_programmatic(moe_route_kernel<T, 4>, blocks, kWarpsPerBlock * 32, 0, s, a);
     else if (slots <= 8)
-      moe_route_kernel<T, 8><<<blocks, kWarpsPerBlock * 32, 0, s>>>(a);
+      launch_programmatic(moe_route_kernel<T, 8>, blocks, kWarpsPerBlock * 32, 0, s, a);
     else
-      moe_route_kernel<T, 16><<<blocks, kWarpsPerBlock * 32, 0, s>>>(a);
+      launch_programmatic(moe_route_kernel<T, 16>, blocks, kWarpsPerBlock * 32, 0, s, a);
   });
   BRAID_CUDA_CHECK_LAUNCH();
 }

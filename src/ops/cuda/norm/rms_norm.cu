@@ -4,6 +4,7 @@
 #include "core/cuda_check.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/pdl.cuh"
 
 namespace braid::cuda {
 
@@ -30,6 +31,7 @@ struct RowArgs {
 template <typename T, bool kVec>
 __global__ void rms_norm_kernel(RowArgs a) {
   __shared__ float scratch[32];
+  pdl::wait_then_release();
   constexpr int V = kVec ? Vec16<T>::kSize : 1;
   const int64_t row = blockIdx.x;
   const T* x = static_cast<const T*>(a.x) + a.x_rows.offset(row);
@@ -120,10 +122,11 @@ void launch(const Tensor& x, const Tensor* residual, const Tensor& weight, float
   auto s = static_cast<cudaStream_t>(stream.handle);
   dispatch_float_type(x.dtype, [&](auto tag) {
     using T = decltype(tag);
+    const auto blocks = static_cast<unsigned>(rows);
     if (can_vec)
-      rms_norm_kernel<T, true><<<static_cast<unsigned>(rows), threads, 0, s>>>(a);
+      launch_programmatic(rms_norm_kernel<T, true>, blocks, threads, 0, s, a);
     else
-      rms_norm_kernel<T, false><<<static_cast<unsigned>(rows), threads, 0, s>>>(a);
+      launch_programmatic(rms_norm_kernel<T, false>, blocks, threads, 0, s, a);
   });
   BRAID_CUDA_CHECK_LAUNCH();
 }

@@ -15,6 +15,7 @@
 #include "core/cuda_check.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/pdl.cuh"
 
 namespace braid::cuda {
 
@@ -142,6 +143,7 @@ template <typename T>
 __global__ void qk_rope_kv_kernel(FusedArgs a, ops::RopeTable table) {
   __shared__ float cos_s[ops::kMaxRotaryHalf], sin_s[ops::kMaxRotaryHalf];
   extern __shared__ float heads_s[];  // kWarps * head_dim
+  pdl::wait_then_release();
   const int64_t tok = blockIdx.x;
   const int64_t pos = a.positions_i64 ? static_cast<const int64_t*>(a.positions)[tok]
                                       : static_cast<const int32_t*>(a.positions)[tok];
@@ -238,7 +240,7 @@ void qk_norm_rope_kv_append(const Tensor& q, const Tensor& k, const Tensor& v,
   auto s = static_cast<cudaStream_t>(stream.handle);
   dispatch_float_type(q.dtype, [&](auto tag) {
     using T = decltype(tag);
-    qk_rope_kv_kernel<T><<<grid, kWarps * 32, smem, s>>>(a, table);
+    launch_programmatic(qk_rope_kv_kernel<T>, grid, kWarps * 32, smem, s, a, table);
   });
   BRAID_CUDA_CHECK_LAUNCH();
 }

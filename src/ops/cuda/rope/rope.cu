@@ -8,6 +8,7 @@
 #include "core/cuda_check.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/pdl.cuh"
 
 namespace braid::cuda {
 
@@ -60,6 +61,7 @@ __device__ __forceinline__ void rotate_adjacent(T* v, int i, const float* cos_s,
 template <typename T, int V>
 __global__ void rope_kernel(RopeArgs a, ops::RopeTable table) {
   __shared__ float cos_s[ops::kMaxRotaryHalf], sin_s[ops::kMaxRotaryHalf];
+  pdl::wait_then_release();
   const int64_t tok = blockIdx.x;
   const int64_t pos = a.positions_i64 ? static_cast<const int64_t*>(a.positions)[tok]
                                       : static_cast<const int32_t*>(a.positions)[tok];
@@ -123,9 +125,10 @@ void rope_apply(const Tensor& q, const Tensor& k, const Tensor& positions,
   dispatch_float_type(q.dtype, [&](auto tag) {
     using T = decltype(tag);
     if (can_vec)
-      rope_kernel<T, Vec16<T>::kSize><<<static_cast<unsigned>(n), threads, 0, s>>>(a, table);
+      launch_programmatic(rope_kernel<T, Vec16<T>::kSize>, static_cast<unsigned>(n), threads, 0,
+                          s, a, table);
     else
-      rope_kernel<T, 1><<<static_cast<unsigned>(n), threads, 0, s>>>(a, table);
+      launch_programmatic(rope_kernel<T, 1>, static_cast<unsigned>(n), threads, 0, s, a, table);
   });
   BRAID_CUDA_CHECK_LAUNCH();
 }
