@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Issue 19's one device call: the decode-path GPU tests, the headline decode shapes with and
+# without programmatic launch (BRAID_PDL=0) back to back, the rest of the decode matrix, the
+# graph profile's idle share, and decode attention beside cuDNN. About 9 minutes on an H200.
+# Usage (a build carried as tools/device/pack-build.sh makes it):
+#   tar xJf .device/build.tar.xz -C .device && OUT=$OUT bash tools/device/decode_report.sh
+# Writes at most 8 files to $OUT (the device tool's limit).
+set -uo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT"
+B=${BUILD_DIR:-.device/build}
+OUT=${OUT:-./device-out}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64:$ROOT/$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The tests find their data under the source folder they were built in.
+[ -e /work/main ] || { mkdir -p /work && ln -s "$ROOT" /work/main; }
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
+timeout 100 "$B/tests/braid_tests" \
+  --gtest_filter='ProgrammaticLaunch*:Goldens*:EngineGraph*:Fp8Experts*:FusedGemmGreedy*' \
+  > "$OUT/tests.log" 2>&1
+grep -E "^\[  FAILED  \]|^\[  PASSED" "$OUT/tests.log" | head
+PDL_AB=1 RUNS="qwen2.5-0.5b 1 256;llama-3.2-1b 1 256;llama-3.1-8b 1 256;qwen3-30b-a3b 1 256;deepseek-ocr-lm 1 256;deepseek-v2-lite 1 256;llama-3.1-8b-fp8 1 256;qwen3-30b-a3b-fp8 1 256" \
+  BIN="$B/braidinfer" OUT="$OUT/ab" timeout 250 bash tools/device/decode.sh
+RUNS="llama-3.2-1b 4 256;llama-3.2-1b 16 256;llama-3.1-8b 4 256;llama-3.1-8b 16 256;llama-3.2-1b 1 4096;llama-3.2-1b 1 32768;llama-3.1-8b 1 4096;llama-3.1-8b 1 32768" \
+  BIN="$B/braidinfer" OUT="$OUT/matrix" timeout 110 bash tools/device/decode.sh --quick
+timeout 40 "$B/braidinfer" profile --shape llama-3.2-1b --graph --steps 8 --prompt-tokens 255 \
+  --json "$OUT/profile.json" > "$OUT/profile.log" 2>&1
+grep -A3 "== decode" "$OUT/profile.log" | tail -3
+BRAIDINFER_LIBRARY="$B/libbraid.so" PYTHONPATH=python timeout 75 \
+  python3 -m braidinfer.compare_decode --json "$OUT/compare_decode.json" 2>&1 | tail -14
+tar czf "$OUT/logs.tar.gz" -C "$OUT" profile.json profile.log tests.log &&
+  rm -f "$OUT/profile.json" "$OUT/profile.log" "$OUT/tests.log"
