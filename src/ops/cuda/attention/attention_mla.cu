@@ -55,6 +55,7 @@
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/launch_util.h"
+#include "ops/cuda/pdl.cuh"
 #if BRAID_HAS_SM90A
 #include "ops/cuda/wgmma.cuh"
 #endif
@@ -385,7 +386,7 @@ __global__ void __launch_bounds__(kThreads) mla_split_kernel(const MlaArgs a) {
       a.lse[t * a.heads + h] = lse;
   }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // the combine may start
+  pdl::launch_dependents();  // the combine may start
 #endif
 }
 
@@ -720,7 +721,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_wgmma_kernel(const MlaArgs a)
     }
   }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // the combine may start
+  pdl::launch_dependents();  // the combine may start
 #endif
 #endif
 }
@@ -741,7 +742,7 @@ __global__ void __launch_bounds__(kThreads) mla_combine_kernel(const MlaArgs a) 
   // Launched as a programmatic dependent of the split kernel: wait for all of it (a no-op when
   // launched plainly).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  pdl::wait();
 #endif
   const int slices = (a.r + kCombineCols - 1) / kCombineCols;
   const int64_t item = blockIdx.x / slices;  // t * heads + h
@@ -997,24 +998,11 @@ void attention_mla(const Tensor& q_latent, const Tensor& q_rope, const Tensor& c
     if (splits > 1) {
       const int64_t slices = (r + kCombineCols - 1) / kCombineCols;
       const unsigned grid = static_cast<unsigned>(total_q * heads * slices);
-      if (device_runs_sm90a()) {
-        // A programmatic dependent launch: the combine's launch overlaps the split kernel's
-        // tail (its blocks wait in griddepcontrol.wait until that kernel has finished).
-        cudaLaunchConfig_t cfg{};
-        cfg.gridDim = dim3(grid);
-        cfg.blockDim = dim3(kThreads);
-        cfg.dynamicSmemBytes = 0;
-        cfg.stream = s;
-        cudaLaunchAttribute attr[1];
-        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr[0].val.programmaticStreamSerializationAllowed = 1;
-        cfg.attrs = attr;
-        cfg.numAttrs = 1;
-        BRAID_CUDA_CHECK(cudaLaunchKernelEx(&cfg, mla_combine_kernel<T>, a));
-      } else {
-        mla_combine_kernel<T><<<grid, kThreads, 0, s>>>(a);
-        BRAID_CUDA_CHECK_LAUNCH();
-      }
+      // A programmatic dependent launch on sm_90: the combine's launch overlaps the split
+      // kernel's tail (its blocks wait in griddepcontrol.wait until that kernel has finished).
+      launch_dependent_if(device_runs_sm90a() && programmatic_launch_enabled(),
+                          mla_combine_kernel<T>, grid, kThreads, 0, s, a);
+      BRAID_CUDA_CHECK_LAUNCH();
     }
   });
 }

@@ -61,6 +61,11 @@ constexpr int kMaxRows = 16;   // activation rows
 
 enum class Prologue { none, rms_norm, swiglu };
 
+// 32-column steps in one group of loads (the kernel's kUnroll; fp8 takes half as many 64-column
+// steps): swiglu's two activation loads per row halve it when both rows are live, to stay inside
+// the 128 registers of 2 blocks per SM.
+constexpr int group_steps(Prologue p, bool wide) { return (p == Prologue::swiglu && wide) ? 2 : 4; }
+
 // How w is stored: in the activations' dtype, or e4m3 with one scale per output channel (applied
 // in the epilogue) or per 128 x 128 block (applied per 128 columns in the loop).
 enum class WFormat { native, fp8_channel, fp8_block };
@@ -200,11 +205,10 @@ __global__ void __launch_bounds__(256) argmax_keys_kernel(const unsigned long lo
     static_cast<int32_t*>(ids)[row] = static_cast<int32_t>(index);
 }
 
-// kWide: m > 8, so activation rows g + 8 exist. swiglu's two activation loads per row halve the
-// steps in flight when both rows are live, to stay inside the 128 registers of 2 blocks per SM.
+// kWide: m > 8, so activation rows g + 8 exist.
 template <typename T, Prologue P, bool kWide, WFormat W = WFormat::native>
 __global__ void __launch_bounds__(kWarps * 32, 2) gemv_fused_kernel(FusedArgs p) {
-  constexpr int kUnroll = (P == Prologue::swiglu && kWide) ? 2 : 4;
+  constexpr int kUnroll = group_steps(P, kWide);
   constexpr bool kFp8 = W != WFormat::native;
   constexpr bool kBlockScale = W == WFormat::fp8_block;
   // fp8: steps of 64 columns, half as many in flight (the same weight bytes and activation
@@ -439,11 +443,8 @@ FusedArgs with_out(FusedArgs p, const Tensor& out) {
 template <Prologue P, WFormat W>
 void launch_as(const FusedArgs& p, DType dtype, cudaStream_t s) {
   const auto blocks = static_cast<unsigned>((p.n + kTileRows - 1) / kTileRows);
-  // Steps per group of weight loads: the kernel's kUnroll (kUnroll8 for fp8).
-  int group_steps = (P == Prologue::swiglu && p.m > 8) ? 2 : 4;
-  if (W != WFormat::native) group_steps /= 2;
-  const bool programmatic =
-      gemv_launch_programmatic((p.steps_per_slice + group_steps - 1) / group_steps);
+  const int group = group_steps(P, p.m > 8) / (W == WFormat::native ? 1 : 2);  // kUnroll(8)
+  const bool programmatic = gemv_launch_programmatic((p.steps_per_slice + group - 1) / group);
   dispatch_float_type(dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, float>) {  // f32 is refused by gemv_fused_applicable

@@ -542,10 +542,10 @@ __global__ void __launch_bounds__(kGateUpWarps * 32, std::is_same_v<T, float> ? 
   for (int w = tid; w < a.bitmap_words; w += blockDim.x) bitmap[w] = 0u;
   // Launched as a programmatic dependent, the block may start before the kernel before it has
   // finished: no global memory is touched (read or written) before this wait.
-  if constexpr (kProgrammaticGateUp) asm volatile("griddepcontrol.wait;" ::: "memory");
+  if constexpr (kProgrammaticGateUp) pdl::wait();
   // The down kernel's blocks may be scheduled from now on (they wait for this grid's results;
   // before that they only read topk_ids, complete now).
-  if constexpr (kProgrammaticDown) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  if constexpr (kProgrammaticDown) pdl::launch_dependents();
   __syncthreads();
   mark_experts(bitmap, a.ids, pairs, a.experts);
   // A pair with a bad id gets a zero h row (block c zeroes rows of chunk c); kernel 2 skips it.
