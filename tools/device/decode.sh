@@ -6,6 +6,9 @@
 #   RUNS="shape batch context;..."  replaces the matrix (e.g. RUNS="llama-3.2-1b 1 256")
 #   PDL_AB=1                         runs each case twice in a row: BRAID_PDL=0 (every kernel
 #                                    launched the ordinary way), then as shipped
+#   BINS="NAME=PATH ..."             runs each case with each of these binaries in turn, one
+#                                    after another (A/B of two builds in one call); files are
+#                                    named SHAPE_bB_cC_NAME
 set -uo pipefail
 BIN=${BIN:-build/braidinfer}
 OUT=${OUT:-./device-out}
@@ -18,18 +21,22 @@ default_runs+=";deepseek-ocr-lm 1 256;deepseek-v2-lite 1 256;llama-3.1-8b-fp8 1 
 IFS=';' read -r -a runs <<<"${RUNS:-$default_runs}"
 variants=("")
 [[ "${PDL_AB:-0}" == 1 ]] && variants=("0" "")
+read -r -a bins <<<"${BINS:-=$BIN}"
 rc=0
 (
 status=0
 for r in "${runs[@]}"; do
   read -r shape batch context <<<"$r"
+  for bin in "${bins[@]}"; do
   for pdl in "${variants[@]}"; do
-    name="${shape}_b${batch}_c${context}${pdl:+_nopdl}"
+    label=${bin%%=*}
+    name="${shape}_b${batch}_c${context}${label:+_$label}${pdl:+_nopdl}"
     echo "=== $name"
     if [[ -n "$pdl" ]]; then export BRAID_PDL=$pdl; else unset BRAID_PDL; fi
-    "$BIN" bench decode --shape "$shape" --batch "$batch" --context "$context" "$@" \
+    "${bin#*=}" bench decode --shape "$shape" --batch "$batch" --context "$context" "$@" \
       --json "$OUT/decode/$name.json" > "$OUT/decode/$name.log" 2>&1 || status=1
     grep -E "graph.*ms/step|error" "$OUT/decode/$name.log"
+  done
   done
 done
 exit $status

@@ -1,5 +1,7 @@
 #include "bench/harness/suite.h"
 
+#include <CLI/CLI.hpp>
+
 #include <fmt/core.h>
 
 #include <algorithm>

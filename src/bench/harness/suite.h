@@ -5,8 +5,6 @@
 // suite (and no command in apps/) repeats that.
 #pragma once
 
-#include <CLI/CLI.hpp>
-
 #include <functional>
 #include <string>
 #include <vector>
@@ -14,6 +12,12 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/harness/report.h"
+
+// Only the files that declare options include CLI11 (<CLI/CLI.hpp>): its header-only validators
+// and formatters cost each file that includes it ~9 s of compile time.
+namespace CLI {
+class App;
+}
 
 namespace braid::bench {
 

@@ -1,6 +1,8 @@
 // The CPU side of `bench kernels`: the sweep, the FLOP and byte counts, tolerances and timing.
 #include "bench/suites/kernels.h"
 
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <memory>

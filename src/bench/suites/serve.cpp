@@ -1,6 +1,8 @@
 // `braidinfer bench serve`: the load generator (suites/serve/) driven from the command line.
 #include "bench/suites/serve.h"
 
+#include <CLI/CLI.hpp>
+
 #include <fmt/core.h>
 
 #include <cmath>

@@ -1,5 +1,7 @@
 #include "bench/suites/throughput.h"
 
+#include <CLI/CLI.hpp>
+
 #include <fmt/format.h>
 
 #include <algorithm>

@@ -1,5 +1,7 @@
 // What every suite plugs into (harness/suite.h): a run's result printed and written by the
 // harness, --json/--csv/--md on every suite command, the exit codes, and a suite this build lacks.
+#include <CLI/CLI.hpp>
+
 #include <gtest/gtest.h>
 
 #include <filesystem>

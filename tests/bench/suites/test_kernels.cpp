@@ -1,6 +1,8 @@
 // bench kernels: the case list, the FLOP and byte counts (against values worked out by hand), the
 // balanced routing, tolerances, timing rule and failure count (CPU); and, on a GPU, the --quick
 // suite with every row's check passing.
+#include <CLI/CLI.hpp>
+
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,6 +1,8 @@
 // The registry of suites (suites/registry.h): the table `bench NAME`, `bench --list` and
 // `bench all` read, what `bench all` runs, every command's options, and a build without CUDA
 // saying which suites need it.
+#include <CLI/CLI.hpp>
+
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -9,6 +9,8 @@
 // suites/attention.h; bytes = q, k, v read + out written.
 #include "bench/suites/attention.h"
 
+#include <CLI/CLI.hpp>
+
 #include <fmt/core.h>
 
 #include <algorithm>

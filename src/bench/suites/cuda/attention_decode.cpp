@@ -4,6 +4,8 @@
 // sequence read once, plus q read and out written.
 #include "bench/suites/attention_decode.h"
 
+#include <CLI/CLI.hpp>
+
 #include <fmt/core.h>
 
 #include <algorithm>

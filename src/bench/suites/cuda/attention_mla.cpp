@@ -6,6 +6,8 @@
 // FlashMLA's published figure (not run here: no FlashMLA on the machine).
 #include "bench/suites/attention_mla.h"
 
+#include <CLI/CLI.hpp>
+
 #include <fmt/core.h>
 
 #include <algorithm>

@@ -1,5 +1,7 @@
 #include "bench/suites/ceilings.h"
 
+#include <CLI/CLI.hpp>
+
 #include <fmt/core.h>
 
 #include <memory>

@@ -2,6 +2,8 @@
 // one decode step of `batch` sequences (forward + greedy argmax) timed eagerly and as a graph.
 #include "bench/suites/decode.h"
 
+#include <CLI/CLI.hpp>
+
 #include <cuda_runtime.h>
 #include <fmt/core.h>
 

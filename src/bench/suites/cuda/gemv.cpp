@@ -7,6 +7,8 @@
 // same shapes and Llama-3.1-8B's.
 #include "bench/suites/gemv.h"
 
+#include <CLI/CLI.hpp>
+
 #include <fmt/core.h>
 
 #include <algorithm>

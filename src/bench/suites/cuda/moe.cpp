@@ -13,6 +13,8 @@
 // activations per shape.
 #include "bench/suites/moe.h"
 
+#include <CLI/CLI.hpp>
+
 #include <fmt/core.h>
 
 #include <algorithm>

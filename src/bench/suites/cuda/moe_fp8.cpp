@@ -16,6 +16,8 @@
 // inputs per shape.
 #include "bench/suites/moe_fp8.h"
 
+#include <CLI/CLI.hpp>
+
 #include <fmt/core.h>
 
 #include <algorithm>

@@ -2,6 +2,8 @@
 // each batch of prompts.
 #include "bench/suites/prefill.h"
 
+#include <CLI/CLI.hpp>
+
 #include <cuda_runtime.h>
 #include <fmt/core.h>
 

@@ -14,6 +14,8 @@
 // where the gate GEMM has just written them.
 #include "bench/suites/router.h"
 
+#include <CLI/CLI.hpp>
+
 #include <fmt/core.h>
 
 #include <fstream>

@@ -184,26 +184,42 @@ __device__ void argmax_epilogue(const FusedArgs& p, int tile, float sum) {
   p.argmax_keys[int64_t{i} * gridDim.x + tile] = best;
 }
 
-// One block per activation row: the largest of the row's `blocks` keys, as an index.
-__global__ void __launch_bounds__(256) argmax_keys_kernel(const unsigned long long* keys,
-                                                           int blocks, void* ids, bool ids_i64) {
-  __shared__ unsigned long long warp_keys[8];
+// One block per activation row: the largest of the row's `blocks` keys, as an index. The keys
+// are in L2 (the GEMV just wrote them), so the time is round trips: 1024 threads with
+// kArgmaxLoads independent loads each cover a 128k vocabulary's 8016 keys in two round trips (a
+// 256-thread loop with one load per trip took 8 us, docs/perf/decode.md).
+constexpr int kArgmaxThreads = 1024;
+constexpr int kArgmaxLoads = 4;
+__global__ void __launch_bounds__(kArgmaxThreads) argmax_keys_kernel(const unsigned long long* keys,
+                                                                    int blocks, void* ids,
+                                                                    bool ids_i64) {
+  __shared__ unsigned long long warp_keys[kArgmaxThreads / 32];
   pdl::wait_then_release();
   const int row = static_cast<int>(blockIdx.x), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  unsigned long long best = 0;
-  for (int b = threadIdx.x; b < blocks; b += blockDim.x)
-    best = max(best, keys[int64_t{row} * blocks + b]);
-  best = warp_max(best);
-  if (lane == 0) warp_keys[warp] = best;
+  const unsigned long long* row_keys = keys + int64_t{row} * blocks;
+  unsigned long long best[kArgmaxLoads] = {};
+  for (int b = threadIdx.x; b < blocks; b += kArgmaxLoads * kArgmaxThreads) {
+#pragma unroll
+    for (int u = 0; u < kArgmaxLoads; ++u) {
+      const int i = b + u * kArgmaxThreads;
+      if (i < blocks) best[u] = max(best[u], row_keys[i]);
+    }
+  }
+#pragma unroll
+  for (int u = 1; u < kArgmaxLoads; ++u) best[0] = max(best[0], best[u]);
+  const unsigned long long warp_best = warp_max(best[0]);
+  if (lane == 0) warp_keys[warp] = warp_best;
   __syncthreads();
-  if (threadIdx.x != 0) return;
-  for (int w = 1; w < 8; ++w) best = max(best, warp_keys[w]);
-  const uint32_t index = 0xffffffffu - static_cast<uint32_t>(best & 0xffffffffu);
+  if (warp != 0) return;
+  const unsigned long long top = warp_max(warp_keys[lane]);  // kArgmaxThreads / 32 == 32 warps
+  if (lane != 0) return;
+  const uint32_t index = 0xffffffffu - static_cast<uint32_t>(top & 0xffffffffu);
   if (ids_i64)
     static_cast<int64_t*>(ids)[row] = index;
   else
     static_cast<int32_t*>(ids)[row] = static_cast<int32_t>(index);
 }
+static_assert(kArgmaxThreads == 32 * 32, "the last reduction is one warp over one key per warp");
 
 // kWide: m > 8, so activation rows g + 8 exist.
 template <typename T, Prologue P, bool kWide, WFormat W = WFormat::native>
@@ -504,7 +520,7 @@ void gemv_argmax(const Tensor& a, const Tensor& norm_weight, float eps, const Te
   else
     launch<Prologue::none>(p, a.dtype, stream);
   const int blocks = (p.n + kTileRows - 1) / kTileRows;
-  launch_programmatic(argmax_keys_kernel, static_cast<unsigned>(p.m), 256, 0,
+  launch_programmatic(argmax_keys_kernel, static_cast<unsigned>(p.m), kArgmaxThreads, 0,
                       static_cast<cudaStream_t>(stream.handle),
                       static_cast<const unsigned long long*>(p.argmax_keys), blocks, ids.data,
                       ids.dtype == DType::i64);
