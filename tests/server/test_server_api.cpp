@@ -271,8 +271,10 @@ TEST(ServerApi, AFullEngineAnswers503) {
   engine::EngineConfig cfg;
   cfg.max_num_seqs = 1;
   TestServer s(cfg, /*max_waiting=*/0);
+  // Long enough to still hold the slot when the second request comes (about 1 s here, 10 s under
+  // the sanitizers), short of the client's 60 s read timeout: 300 tokens took 60-62 s under ASan.
   auto long_one = std::async(std::launch::async, [&] {
-    return s.post("/v1/completions", json{{"prompt", "Love"}, {"max_tokens", 300}, {"ignore_eos", true}});
+    return s.post("/v1/completions", json{{"prompt", "Love"}, {"max_tokens", 48}, {"ignore_eos", true}});
   });
   // Wait until it holds the engine's only slot.
   for (int i = 0; i < 500 && s.loop().in_flight() == 0; ++i)
