@@ -27,43 +27,35 @@ def skipped_case(case):
 
 def main():
     shard_dir = sys.argv[2] if len(sys.argv) > 2 else None
-    passed = failed = skipped = 0
+    counts = {"passed": 0, "failed": 0, "skipped": 0}
     notes = []
+
+    def count(case, name):  # returns whether the case failed
+        outcome = "failed" if failed_case(case) else "skipped" if skipped_case(case) else "passed"
+        counts[outcome] += 1
+        if outcome == "failed":
+            notes.append(f"failed: {name}")
+        return outcome == "failed"
+
     for entry in ET.parse(sys.argv[1]).getroot().iter("testcase"):
         name = entry.get("name", "")
-        entry_failed = failed_case(entry)
         shard = SHARD.match(name)
         if not shard or shard_dir is None:
-            if entry_failed:
-                failed += 1
-                notes.append(f"failed: {name}")
-            elif skipped_case(entry):
-                skipped += 1
-            else:
-                passed += 1
+            count(entry, name)
             continue
         path = os.path.join(shard_dir, f"shard_{int(shard.group(1)) - 1}.xml")
         try:
             cases = list(ET.parse(path).getroot().iter("testcase"))
         except (OSError, ET.ParseError) as e:
-            failed += 1
+            counts["failed"] += 1
             notes.append(f"failed: {name} wrote no test results ({e}): it crashed or timed out")
             continue
-        shard_failures = 0
-        for case in cases:
-            test = f"{case.get('classname')}.{case.get('name')}"
-            if failed_case(case):
-                failed += 1
-                shard_failures += 1
-                notes.append(f"failed: {test}")
-            elif skipped_case(case):
-                skipped += 1
-            else:
-                passed += 1
-        if entry_failed and shard_failures == 0:
-            failed += 1
+        shard_failures = sum(count(c, f"{c.get('classname')}.{c.get('name')}") for c in cases)
+        if failed_case(entry) and shard_failures == 0:
+            counts["failed"] += 1
             notes.append(f"failed: {name} exited with an error after its tests passed "
                          "(a sanitizer's report at exit, or a crash in teardown): see its output")
+    passed, failed, skipped = counts["passed"], counts["failed"], counts["skipped"]
     print(f"ctest: {passed} passed, {failed} failed, {skipped} skipped")
     for note in notes:
         print(f"  {note}")
