@@ -628,7 +628,8 @@ void paged_kv_gather(const PagedKV& kv, const Tensor& cu_seqlens_kv, const Tenso
 // for one query): the query of sequence b sits at position kv_lens[b] - 1 and sees all its keys.
 // On CUDA the keys are cut into chunks (split-KV); each block takes one chunk for the query heads
 // that share a KV head, writes its partial softmax to the workspace, and a second kernel merges
-// the chunks. The number of chunks depends only on shapes, so a call is graph-capturable.
+// the chunks. The grid depends only on shapes (the chunk length on each sequence's kv_len, read
+// on the device), so a call is graph-capturable.
 //   q          [batch, q_heads, head_dim] f32/f16/bf16, last dim dense
 //   kv         as for attention(), with batch = page_table.shape[0] and every kv_lens[b] >= 1
 //   out        [batch, q_heads, head_dim] q's dtype, last dim dense
@@ -661,6 +662,34 @@ void qk_norm_rope_kv_append(const Tensor& q, const Tensor& k, const Tensor& v,
                             const Tensor& q_norm, const Tensor& k_norm, float eps,
                             const Tensor& positions, const RopeConfig& rope, const Tensor& slots,
                             const Tensor& k_pages, const Tensor& v_pages, Stream stream = {});
+
+// ---------------------------------------------------------------------------------------------
+// qk_norm_rope_kv_append_attention_decode: a decode step's attention in one op. Exactly
+// qk_norm_rope_kv_append(q, k, v, q_norm, k_norm, eps, positions, rope, slots, kv.k_pages,
+// kv.v_pages) followed by attention_decode(q, kv, softmax_scale, out, lse, workspace), with the
+// arguments of those two ops (q is the query of each sequence: n = batch), and:
+//   slots      [batch] i32: slots[b] is the cache slot of sequence b's key kv_lens[b] - 1, where
+//              its page table puts the new token (checked on the CPU, trusted on CUDA)
+//   counters   i32, contiguous, at least attention_decode_counters(batch, q_heads, kv_heads)
+//              elements, all zero before the first call; every call leaves them zero
+// q and k are unspecified after the call (CUDA does not write the rotated heads back). On CUDA,
+// where attention_decode takes its split-KV kernels (f16/bf16, head_dim 64 or 128), one kernel
+// does it all: each block normalises and rotates its own query heads, the new key and value enter
+// its tiles from shared memory as they are appended (the cache rows are bit-identical to
+// qk_norm_rope_kv_append's), and the last block of each KV head to finish merges the chunks (up
+// to 8; beyond, a second kernel). The output equals attention_decode's when a sequence takes one
+// chunk, and to rounding otherwise. As a programmatic dependent launch, the kernel reads the
+// cache's older keys, kv_lens and the page table before the kernel before it in the stream has
+// finished: that kernel must not write them (in a decode step it is the QKV projection).
+// Elsewhere the two ops run in sequence. Graph-capturable.
+int64_t attention_decode_counters(int64_t batch, int64_t q_heads, int64_t kv_heads);
+void qk_norm_rope_kv_append_attention_decode(const Tensor& q, const Tensor& k, const Tensor& v,
+                                             const Tensor& q_norm, const Tensor& k_norm, float eps,
+                                             const Tensor& positions, const RopeConfig& rope,
+                                             const Tensor& slots, const PagedKV& kv,
+                                             float softmax_scale, const Tensor& out,
+                                             const Tensor& lse, const Tensor& workspace,
+                                             const Tensor& counters, Stream stream = {});
 
 // ---------------------------------------------------------------------------------------------
 // Fused decode ops: a small op joined to the projection next to it, so a decode step launches

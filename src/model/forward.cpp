@@ -9,7 +9,10 @@
 #include "model/forward.h"
 
 #include <algorithm>
+#include <vector>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 
 #include "braid/error.h"
 #include "braid/ops.h"
@@ -17,6 +20,17 @@
 namespace braid::model {
 
 namespace {
+
+// BRAID_DECODE_ATTENTION=split runs a decode step's attention as its two ops
+// (qk_norm_rope_kv_append, then attention_decode) instead of the one that joins them, so that one
+// call can time both (docs/perf/decode.md, version 5).
+bool decode_attention_joined() {
+  static const bool joined = [] {
+    const char* v = std::getenv("BRAID_DECODE_ATTENTION");
+    return v == nullptr || std::strcmp(v, "split") != 0;
+  }();
+  return joined;
+}
 
 // Heads `heads` wide starting at column col0 of a packed [n, width] tensor, as [n, heads, hd].
 Tensor heads_view(const Tensor& packed, int64_t n, int64_t col0, int64_t heads, int64_t hd) {
@@ -214,10 +228,18 @@ Workspace::Workspace(const ModelConfig& c, int T, Device d, DType t, int64_t dec
   if (decode_kv_capacity > 0 && !c.mla()) {
     // A smaller batch may cut its keys into more chunks: size for the largest need of any batch.
     int64_t floats = 0;
-    for (int64_t b = 1; b <= (decode_batch > 0 ? decode_batch : T); ++b)
+    const int64_t batch = decode_batch > 0 ? decode_batch : T;
+    for (int64_t b = 1; b <= batch; ++b)
       floats = std::max(floats, ops::attention_decode_workspace_floats(b, c.num_heads, c.head_dim,
                                                                        decode_kv_capacity));
     decode_attention = OwnedTensor(DType::f32, {floats}, d);
+    // Zero once (a synchronous copy); the decode kernel leaves its counters at zero.
+    const int64_t counters = std::max<int64_t>(
+        ops::attention_decode_counters(batch, c.num_heads, c.num_kv_heads), 1);
+    decode_counters = OwnedTensor(DType::i32, {counters}, d);
+    const std::vector<int32_t> zeros(static_cast<size_t>(counters), 0);
+    copy(Tensor(const_cast<int32_t*>(zeros.data()), DType::i32, Device::cpu(), {counters}),
+         decode_counters.view());
   }
   if (gather_tokens > 0 && !c.mla()) {
     gathered_k = OwnedTensor(t, {gather_tokens, c.num_kv_heads, c.head_dim}, d);
@@ -278,16 +300,23 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
       const Tensor v = heads_view(qkv, n, (qh + kvh) * hd, kvh, hd);
       const Tensor k_pages = cache.k[static_cast<size_t>(l)].view();
       const Tensor v_pages = cache.v[static_cast<size_t>(l)].view();
-      ops::qk_norm_rope_kv_append(q, k, v, lw.q_norm, lw.k_norm, eps, in.positions, c.rope,
-                                  in.slots, k_pages, v_pages, s);
-      mark("qk_rope_kv", l);
       const ops::PagedKV kv{k_pages, v_pages, page_table, in.kv_lens};
-      if (in.decode && ws.decode_attention.view().ndim != 0)
-        ops::attention_decode(q, kv, scale, attn_heads, Tensor{}, ws.decode_attention.view(), s);
-      else if (in.prefill_cu_seqlens_q.data)
-        attend_serving_step(ws, in, n, q, k, v, kv, scale, attn_heads, s);
-      else
-        ops::attention(q, in.cu_seqlens_q, kv, /*causal=*/true, scale, attn_heads, Tensor{}, s);
+      if (in.decode && ws.decode_attention.view().ndim != 0 && decode_attention_joined()) {
+        // One kernel on CUDA: the query and key norms, RoPE, the append and the attention.
+        ops::qk_norm_rope_kv_append_attention_decode(
+            q, k, v, lw.q_norm, lw.k_norm, eps, in.positions, c.rope, in.slots, kv, scale,
+            attn_heads, Tensor{}, ws.decode_attention.view(), ws.decode_counters.view(), s);
+      } else {
+        ops::qk_norm_rope_kv_append(q, k, v, lw.q_norm, lw.k_norm, eps, in.positions, c.rope,
+                                    in.slots, k_pages, v_pages, s);
+        mark("qk_rope_kv", l);
+        if (in.decode && ws.decode_attention.view().ndim != 0)
+          ops::attention_decode(q, kv, scale, attn_heads, Tensor{}, ws.decode_attention.view(), s);
+        else if (in.prefill_cu_seqlens_q.data)
+          attend_serving_step(ws, in, n, q, k, v, kv, scale, attn_heads, s);
+        else
+          ops::attention(q, in.cu_seqlens_q, kv, /*causal=*/true, scale, attn_heads, Tensor{}, s);
+      }
       mark("attention", l);
     }
     if (tp) {  // row-parallel: the bias once (rank 0), then the sum of the ranks' products

@@ -45,6 +45,7 @@ struct Workspace {
   OwnedTensor mla_q, mla_q_latent, mla_out_latent;
   OwnedTensor mla_attention;  // f32 scratch of attention_mla's split-KV (with decode_kv_capacity)
   OwnedTensor decode_attention;  // f32 scratch of attention_decode
+  OwnedTensor decode_counters;   // its i32 counters (attention_decode_counters), zero between calls
   OwnedTensor gathered_k, gathered_v;  // [gather_tokens, kv_heads, head_dim]: paged_kv_gather's
 
   // Whether a step of n tokens runs the grouped MoE path (16-bit or fp8) rather than the GEMV

@@ -179,9 +179,9 @@ std::map<std::string, double> decode_component_bytes(const model::ModelConfig& c
     b["qkv_proj"] += (H + (c.qkv_bias ? qkv : 0)) * e + linear_bytes(c, qkv, H, e);
     if (c.mla()) {  // the cache append happens inside MLA's attention component
       b["attention"] += mla_inner_weight_bytes(c, e) + batch * (double(context) + 1) * cached * e;
-    } else {
-      b["qk_rope_kv"] += (2.0 * batch * c.kv_dim() + (c.qk_norm ? 2.0 * c.head_dim : 0)) * e;
-      b["attention"] += batch * double(context) * cached * e;
+    } else {  // one kernel appends the new K/V and attends (qk_norm_rope_kv_append_attention_decode)
+      b["attention"] += (2.0 * batch * c.kv_dim() + (c.qk_norm ? 2.0 * c.head_dim : 0)) * e +
+                        batch * double(context) * cached * e;
     }
     b["o_proj"] += linear_bytes(c, H, o_proj_cols(c), e);
     if (!c.layer_is_moe(l)) {

@@ -50,6 +50,15 @@ int attention_decode_splits(const Tensor& q, const ops::PagedKV& kv, int max_spl
 void attention_decode(const Tensor& q, const ops::PagedKV& kv, float softmax_scale,
                       const Tensor& out, const Tensor& lse, const Tensor& workspace, int splits,
                       Stream stream);
+// qk_norm_rope_kv_append_attention_decode's kernel (the same splits), where it runs (the split
+// kernels' dtypes and head_dims); counters as ops::attention_decode_counters sizes them.
+bool attention_decode_append_supported(const Tensor& q, const ops::PagedKV& kv);
+void attention_decode_append(const Tensor& q, const Tensor& k, const Tensor& v,
+                             const Tensor& q_norm, const Tensor& k_norm, float eps,
+                             const Tensor& positions, const ops::RopeTable& table,
+                             const Tensor& slots, const ops::PagedKV& kv, float softmax_scale,
+                             const Tensor& out, const Tensor& lse, const Tensor& workspace,
+                             const Tensor& counters, int splits, Stream stream);
 // attention_mla: how many key chunks (splits) the kernels use, at most max_splits (what the
 // workspace holds; 1 writes the output directly); and the kernels for a given split count (the
 // workspace then needs total_q * heads * splits * (r + 1) floats when splits > 1).

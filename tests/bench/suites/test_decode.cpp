@@ -76,7 +76,7 @@ TEST(BenchDecode, ComponentBytesAddUpToTheStep) {
     const auto c = decode_preset(name);
     double sum = 0;
     for (const auto& [component, bytes] : decode_component_bytes(c, 4, 2048, 2)) sum += bytes;
-    // The components also count the new tokens' K/V written into the cache (qk_rope_kv), which
+    // The components also count the new tokens' K/V written into the cache (attention), which
     // the step's floor leaves out; everything else is the same bytes split up.
     const double kv_written = 2.0 * c.num_layers * 4 * c.kv_dim() * 2;
     EXPECT_NEAR(sum, decode_step_bytes(c, 4, 2048, 2) + kv_written, 1.0) << name;

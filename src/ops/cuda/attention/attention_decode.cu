@@ -18,8 +18,18 @@
 // first kernel writes the output itself and the combine launch is skipped.
 //
 // The grid depends only on shapes (the page table's capacity, not kv_lens), so it is the same on
-// every decode step and can be captured in a CUDA graph; blocks whose chunk starts past their
-// sequence's end exit at once, and the combine reads only the chunks that hold keys.
+// every decode step and can be captured in a CUDA graph. The chunk length is computed on the
+// device from each sequence's kv_len (chunk_keys): a short sequence in a large page table is cut
+// into short chunks too, instead of leaving all its keys to one block. Blocks whose chunk starts
+// past their sequence's end exit at once, and the combine reads only the chunks that hold keys.
+//
+// The decode step's variant (kAppend, attention_decode_append) also does the step's
+// qk_norm_rope_kv_append itself: each block normalises and rotates its own query heads (from the
+// QKV projection's output, which it leaves as it is), and the block whose chunk ends with the new
+// key rotates that key, takes it and the new value into its tiles from shared memory, and (one
+// block per KV head) appends both to the cache. Up to kMaxBlockMergeSplits chunks are merged by
+// the last block of each (sequence, KV head, head block) to finish (a counter per unit, left at
+// zero), not by a second kernel. Three kernels of a layer's decode step become one.
 //
 // Shared-memory rows are 128 or 256 bytes, so the 16-byte pieces of a row are stored XOR-swizzled
 // by (row % 8): the eight rows one ldmatrix reads then fall in different banks.
@@ -34,6 +44,7 @@
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/pdl.cuh"
+#include "ops/cuda/rope/qk_rope_head.cuh"
 
 namespace braid::cuda {
 
@@ -44,7 +55,9 @@ constexpr int kThreads = kWarps * 32;
 constexpr int kRows = 16;       // query heads per block: the mma's M
 constexpr int kTileKeys = 64;   // keys per pipeline stage: 16 per warp
 constexpr int kStages = 3;      // tiles in shared memory (two in flight while one is used)
-constexpr int kMinSplitKeys = 256;  // shorter chunks measured slower (docs/perf/attention_decode.md)
+constexpr int kMinSplitKeys = 256;  // the grid: shorter chunks measured slower (attention_decode.md)
+constexpr int kMinChunkTiles = kStages - 1;  // a chunk's first tiles are all in flight at once
+constexpr int kMaxBlockMergeSplits = 8;      // kAppend: chunks the last block merges itself
 constexpr int kMaxDevices = 64;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
@@ -62,13 +75,41 @@ struct DecodeArgs {
   int64_t q_stride_b, q_stride_h, out_stride_b, out_stride_h;
   int q_heads, kv_heads, group, head_blocks;
   int max_pages, page_size;
-  int splits, chunk;  // chunk: keys per split, a multiple of kTileKeys
+  int splits;         // the grid's chunks per sequence (a sequence may use fewer: chunk_keys)
   float scale_log2;   // softmax_scale * log2(e): scores go straight to exp2
+  int* counters;      // per (sequence, KV head, head block): the last block merges; null: a kernel
 };
 
+// The decode step's own token (kAppend): its q, k and v heads as the QKV projection wrote them.
+struct AppendArgs {
+  qk_rope::Head q, k, v;
+  const void* q_norm;  // null: no norm
+  const void* k_norm;
+  qk_rope::NormLayout q_layout, k_layout;
+  float eps;
+  const void* positions;
+  bool positions_i64;
+  const int32_t* slots;  // the cache slot of each sequence's new key (key kv_len - 1)
+  void* k_cache;         // the same pages as DecodeArgs' k_pages / v_pages, written here
+  void* v_cache;
+  bool cache_vec;
+};
+
+// Keys per chunk for a sequence of kv_len keys and a grid of `splits` chunks: whole tiles, at
+// least kMinChunkTiles of them. ceil(kv_len / chunk) <= splits, so the grid always covers it.
+__host__ __device__ __forceinline__ int chunk_keys(int kv_len, int splits) {
+  const int per_split = (kv_len + splits - 1) / splits;
+  const int tiles = (per_split + kTileKeys - 1) / kTileKeys;
+  return (tiles > kMinChunkTiles ? tiles : kMinChunkTiles) * kTileKeys;
+}
+
+// Shared memory: the query tile, the K and V stages, and the kAppend variant's fp32 head buffers
+// (one per warp) and its new K and V rows. Both variants take the same amount, so they have the
+// same occupancy and split count.
 template <typename T, int D>
 constexpr int smem_bytes() {
-  return kRows * D * int(sizeof(T)) + 2 * kStages * kTileKeys * D * int(sizeof(T));
+  return kRows * D * int(sizeof(T)) + 2 * kStages * kTileKeys * D * int(sizeof(T)) +
+         kWarps * D * int(sizeof(float)) + 2 * D * int(sizeof(T));
 }
 
 // Byte offset of 16-byte piece c of row r in a [rows][D] tile of 2-byte elements.
@@ -88,25 +129,14 @@ using mma_sync::ldmatrix_x4;
 using mma_sync::ldmatrix_x4_trans;
 using mma_sync::mma_16816;
 
-// Two floats as one register of two T (lo in the low half), the layout of an mma operand.
-template <typename T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  uint32_t r;
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    r = *reinterpret_cast<const uint32_t*>(&v);
-  } else {
-    const __half2 v = __floats2half2_rn(lo, hi);
-    r = *reinterpret_cast<const uint32_t*>(&v);
-  }
-  return r;
-}
-
 // All threads of the block copy keys [key0, key0 + kTileKeys) of one KV head into a K and a V
-// tile, each thread a 16-byte piece of several rows; keys at or past `end` become zero rows.
+// tile, each thread a 16-byte piece of several rows; keys at or past `end` become zero rows. The
+// row of key `skip` (the kAppend variant's new key, not in the cache yet) is left alone:
+// put_new_row fills it.
 template <typename T, int D>
 __device__ __forceinline__ void load_tile(const DecodeArgs& a, const int32_t* table, int kvh,
-                                          int key0, int end, uint32_t k_dst, uint32_t v_dst) {
+                                          int key0, int end, int skip, uint32_t k_dst,
+                                          uint32_t v_dst) {
   constexpr int kPieces = D / 8;  // 16-byte pieces per row
   constexpr int kRowStep = kThreads / kPieces;
   const int c = threadIdx.x % kPieces;
@@ -116,6 +146,7 @@ __device__ __forceinline__ void load_tile(const DecodeArgs& a, const int32_t* ta
   for (int i = 0; i < kTileKeys / kRowStep; ++i) {
     const int r = static_cast<int>(threadIdx.x) / kPieces + i * kRowStep;
     const int key = key0 + r;
+    if (key == skip) continue;
     const bool valid = key < end;
     int64_t src = 0;
     if (valid) {
@@ -129,44 +160,181 @@ __device__ __forceinline__ void load_tile(const DecodeArgs& a, const int32_t* ta
   }
 }
 
+// kAppend: the block's query heads normalised and rotated into the query tile (rows past the
+// group zero), and, when the block's chunk ends with the new key, that key rotated into new_k and
+// its value into new_v; the block of head block 0 also appends both to the cache, as
+// qk_norm_rope_kv_append does. Warp w takes heads w, w + 4, ...; the key is one more head.
 template <typename T, int D>
-__global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodeArgs a) {
+__device__ __forceinline__ void rotate_into_tiles(const AppendArgs& ap, const ops::RopeTable& table,
+                                                  int b, int kv_heads, int kvh, int hb, int head0,
+                                                  int rows, bool holds_new_key, T* q_tile,
+                                                  float* heads_f32, T* new_k, T* new_v) {
+  __shared__ float cos_s[D / 2], sin_s[D / 2];  // table.half <= D / 2 (rope_table checks it)
+  const int64_t pos = ap.positions_i64 ? static_cast<const int64_t*>(ap.positions)[b]
+                                       : static_cast<const int32_t*>(ap.positions)[b];
+  qk_rope::cos_sin(table, static_cast<float>(pos), cos_s, sin_s);
+  for (int i = threadIdx.x; i < (kRows - rows) * D; i += kThreads) {
+    const int r = rows + i / D, d = i % D;
+    q_tile[swizzled<D>(r, d / 8) / 2 + d % 8] = from_float<T>(0.0f);
+  }
+  __syncthreads();
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float* buf = heads_f32 + warp * D;
+  const int heads = rows + (holds_new_key ? 1 : 0);
+  for (int i = warp; i < heads; i += kWarps) {
+    const bool is_q = i < rows;
+    const qk_rope::Head& h = is_q ? ap.q : ap.k;
+    const T* src = static_cast<const T*>(h.data) + b * h.token_stride +
+                   static_cast<int64_t>(is_q ? head0 + i : kvh) * h.head_stride;
+    qk_rope::load_head<T>(buf, src, D, h.vec);
+    __syncwarp();
+    if (ap.q_norm)
+      qk_rope::norm_head<T>(buf, static_cast<const T*>(is_q ? ap.q_norm : ap.k_norm), D, ap.eps,
+                            is_q ? ap.q_layout : ap.k_layout);
+    qk_rope::rotate_head<T>(buf, table.half, table.interleaved, cos_s, sin_s);
+    if (is_q) {
+      for (int d = lane; d < D; d += 32) q_tile[swizzled<D>(i, d / 8) / 2 + d % 8] = from_float<T>(buf[d]);
+    } else {
+      const T* v = static_cast<const T*>(ap.v.data) + b * ap.v.token_stride + kvh * ap.v.head_stride;
+      for (int d = lane; d < D; d += 32) {
+        new_k[d] = from_float<T>(buf[d]);
+        new_v[d] = v[d];
+      }
+      if (hb == 0) {  // kv_append's layout: [slot, kv_heads, head_dim] within the pages
+        const int64_t dst = (static_cast<int64_t>(ap.slots[b]) * kv_heads + kvh) * D;
+        qk_rope::store_head<T>(static_cast<T*>(ap.k_cache) + dst, buf, D, ap.cache_vec);
+        qk_rope::copy_head<T>(static_cast<T*>(ap.v_cache) + dst, v, D, ap.cache_vec && ap.v.vec);
+      }
+    }
+    __syncwarp();  // buf is the next head's
+  }
+}
+
+// The new key's row of a K/V stage, from new_k / new_v (the row load_tile skipped). Visible to
+// the other threads after the loop's next __syncthreads, as the tile's cp.async rows are.
+template <typename T, int D>
+__device__ __forceinline__ void put_new_row(unsigned char* k_stage, unsigned char* v_stage, int row,
+                                            const T* new_k, const T* new_v) {
+  const int c = threadIdx.x;
+  if (c < D / 8) {
+    *reinterpret_cast<uint4*>(k_stage + swizzled<D>(row, c)) = reinterpret_cast<const uint4*>(new_k)[c];
+    *reinterpret_cast<uint4*>(v_stage + swizzled<D>(row, c)) = reinterpret_cast<const uint4*>(new_v)[c];
+  }
+}
+
+// The last block of a (sequence, KV head, head block) merges its `used` chunks for its rows, as
+// decode_combine_kernel does for one head: out = sum_s w_s o_s, w_s = exp(lse_s - lse). A warp per
+// row finds the weights (into `weights`, rows x used floats of shared memory), then each thread
+// adds up four dimensions of one row over the chunks. The partials come from other blocks of this
+// grid, so they are read through L2 (__ldcg), never from a stale L1 line.
+template <typename T, int D>
+__device__ __forceinline__ void combine_in_block(const DecodeArgs& a, int b, int head0, int rows,
+                                                 int used, float* weights) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int r = warp; r < rows; r += kWarps) {
+    const int64_t item = static_cast<int64_t>(b) * a.q_heads + head0 + r;
+    const float* lse_s = a.part_lse + item * a.splits;
+    float mx = -INFINITY;
+    for (int s = lane; s < used; s += 32) mx = fmaxf(mx, __ldcg(lse_s + s));
+    mx = warp_max(mx);
+    float sum = 0.0f;
+    for (int s = lane; s < used; s += 32) sum += expf(__ldcg(lse_s + s) - mx);
+    sum = warp_sum(sum);
+    const float inv_sum = 1.0f / sum;
+    for (int s = lane; s < used; s += 32) weights[r * used + s] = expf(__ldcg(lse_s + s) - mx) * inv_sum;
+    if (a.lse != nullptr && lane == 0) a.lse[item] = mx + logf(sum);
+  }
+  __syncthreads();
+  constexpr int kQuads = D / 4;
+  for (int i = threadIdx.x; i < rows * kQuads; i += kThreads) {
+    const int r = i / kQuads, d = i % kQuads * 4;
+    const int64_t item = static_cast<int64_t>(b) * a.q_heads + head0 + r;
+    const float* o_s = a.part_o + item * a.splits * D + d;
+    const float* w = weights + r * used;
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 4
+    for (int s = 0; s < used; ++s) {
+      const float4 o = __ldcg(reinterpret_cast<const float4*>(o_s + static_cast<int64_t>(s) * D));
+      acc.x = fmaf(w[s], o.x, acc.x);
+      acc.y = fmaf(w[s], o.y, acc.y);
+      acc.z = fmaf(w[s], o.z, acc.z);
+      acc.w = fmaf(w[s], o.w, acc.w);
+    }
+    T* out = static_cast<T*>(a.out) + b * a.out_stride_b + (head0 + r) * a.out_stride_h + d;
+    out[0] = from_float<T>(acc.x);
+    out[1] = from_float<T>(acc.y);
+    out[2] = from_float<T>(acc.z);
+    out[3] = from_float<T>(acc.w);
+  }
+}
+
+template <typename T, int D, bool kAppend>
+__global__ void __launch_bounds__(kThreads)
+    decode_split_kernel(const DecodeArgs a, const AppendArgs ap, const ops::RopeTable rope) {
   extern __shared__ __align__(128) unsigned char smem[];
   constexpr int kStageBytes = kTileKeys * D * int(sizeof(T));
   constexpr int kRedStride = D + 8;  // floats; padding keeps the merge's float2 stores conflict-free
+  constexpr int kQBytes = kRows * D * int(sizeof(T));
   T* q_tile = reinterpret_cast<T*>(smem);
+  unsigned char* k_stages = smem + kQBytes;
+  unsigned char* v_stages = k_stages + kStages * kStageBytes;
+  float* heads_f32 = reinterpret_cast<float*>(v_stages + kStages * kStageBytes);  // kAppend
+  T* new_k = reinterpret_cast<T*>(heads_f32 + kWarps * D);
+  T* new_v = new_k + D;
   const uint32_t q_base = smem_u32(smem);
-  const uint32_t k_base = q_base + kRows * D * sizeof(T);
-  const uint32_t v_base = k_base + kStages * kStageBytes;
+  const uint32_t k_base = smem_u32(k_stages);
+  const uint32_t v_base = smem_u32(v_stages);
 
-  // Let the combine kernel's blocks be scheduled now (they wait for this grid's results): its
-  // launch then overlaps this kernel instead of following it. Then wait for q and the new key
-  // (pdl.cuh): this kernel may itself have started before the one that wrote them finished.
+  // Let the next kernel's blocks be scheduled now (the combine, or the output projection, which
+  // wait for this grid's results): its launch then overlaps this kernel instead of following it.
+  // Then wait for q and the new key (pdl.cuh): this kernel may itself have started before the one
+  // that wrote them finished. The kAppend variant waits later, after its first K/V loads: the
+  // cache's older keys, kv_lens and the page table were all written before the kernel before it
+  // started (in a decode step, the QKV projection, which writes none of them), so their round
+  // trips overlap that kernel's tail; only q, k and v are its output.
   pdl::launch_dependents();
-  pdl::wait();
+  if constexpr (!kAppend) pdl::wait();
   const int split = blockIdx.x, b = blockIdx.z;
   const int kvh = blockIdx.y / a.head_blocks, hb = blockIdx.y % a.head_blocks;
   const int kv_len = a.kv_lens[b];
-  const int begin = split * a.chunk;
-  if (begin >= kv_len) return;  // an empty chunk: the combine never reads it
-  const int end = min(kv_len, begin + a.chunk);
+  const int chunk = chunk_keys(kv_len, a.splits);
+  const int used = (kv_len + chunk - 1) / chunk;  // the chunks that hold keys
+  const int begin = split * chunk;
+  if (begin >= kv_len) return;  // an empty chunk: nothing reads it
+  const int end = min(kv_len, begin + chunk);
   const int tiles = (end - begin + kTileKeys - 1) / kTileKeys;
   const int head0 = kvh * a.group + hb * kRows;  // the block's first query head
   const int rows = min(kRows, a.group - hb * kRows);
   const int32_t* table = a.page_table + static_cast<int64_t>(b) * a.max_pages;
+  // kAppend: the new key (the last of the sequence) is not in the cache yet; the block whose
+  // chunk ends with it puts it into its tile from shared memory.
+  const bool holds_new_key = kAppend && end == kv_len;
+  const int new_key = holds_new_key ? kv_len - 1 : -1;
+  const int new_tile = (new_key - begin) / kTileKeys, new_row = (new_key - begin) % kTileKeys;
 
   // Start streaming K/V first; the query goes in while those loads are in flight.
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < tiles)
-      load_tile<T, D>(a, table, kvh, begin + s * kTileKeys, end, k_base + s * kStageBytes,
+      load_tile<T, D>(a, table, kvh, begin + s * kTileKeys, end, new_key, k_base + s * kStageBytes,
                       v_base + s * kStageBytes);
     cp_async_commit();
   }
-  const T* q = static_cast<const T*>(a.q) + b * a.q_stride_b + head0 * a.q_stride_h;
-  for (int i = threadIdx.x; i < kRows * D; i += kThreads) {
-    const int r = i / D, d = i % D;
-    q_tile[swizzled<D>(r, d / 8) / 2 + d % 8] = r < rows ? q[r * a.q_stride_h + d] : from_float<T>(0.0f);
+  if constexpr (kAppend) {
+    pdl::wait();
+    rotate_into_tiles<T, D>(ap, rope, b, a.kv_heads, kvh, hb, head0, rows, holds_new_key, q_tile,
+                            heads_f32, new_k, new_v);
+    __syncthreads();  // new_k / new_v are complete
+    if (holds_new_key && new_tile < kStages - 1)
+      put_new_row<T, D>(k_stages + new_tile * kStageBytes, v_stages + new_tile * kStageBytes,
+                        new_row, new_k, new_v);
+  } else {
+    const T* q = static_cast<const T*>(a.q) + b * a.q_stride_b + head0 * a.q_stride_h;
+    for (int i = threadIdx.x; i < kRows * D; i += kThreads) {
+      const int r = i / D, d = i % D;
+      q_tile[swizzled<D>(r, d / 8) / 2 + d % 8] = r < rows ? q[r * a.q_stride_h + d] : from_float<T>(0.0f);
+    }
   }
   __syncthreads();
 
@@ -193,9 +361,13 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodeArgs
     cp_async_wait<kStages - 2>();  // tile t has landed (for this thread) ...
     __syncthreads();               // ... for every thread, and tile t - 1 is no longer read
     const int next = t + kStages - 1;
-    if (next < tiles)
-      load_tile<T, D>(a, table, kvh, begin + next * kTileKeys, end,
+    if (next < tiles) {
+      load_tile<T, D>(a, table, kvh, begin + next * kTileKeys, end, new_key,
                       k_base + (next % kStages) * kStageBytes, v_base + (next % kStages) * kStageBytes);
+      if (holds_new_key && next == new_tile)
+        put_new_row<T, D>(k_stages + (next % kStages) * kStageBytes,
+                          v_stages + (next % kStages) * kStageBytes, new_row, new_k, new_v);
+    }
     cp_async_commit();  // always, so the group count stays in step with the tiles
 
     const uint32_t k_tile = k_base + (t % kStages) * kStageBytes;
@@ -305,7 +477,7 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodeArgs
   }
   __syncthreads();
 
-  const bool direct = a.splits == 1;  // the only chunk: write the output itself
+  const bool direct = used == 1;  // the only chunk: write the output itself
   for (int i = threadIdx.x; i < rows * D; i += kThreads) {
     const int r = i / D, d = i % D;
     float o = 0.0f;
@@ -327,6 +499,25 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(const DecodeArgs
     else if (a.lse != nullptr)
       a.lse[b * a.q_heads + h] = lse;
   }
+  if (direct || a.counters == nullptr) return;
+
+  // The last of the unit's `used` blocks to get here merges their chunks. Each thread's partials
+  // are made visible device-wide before the block is counted (the threadfence pattern of the CUDA
+  // programming guide); the last block's fence orders its reads after the count.
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int* counter = a.counters + (static_cast<int64_t>(b) * a.kv_heads + kvh) * a.head_blocks + hb;
+    last = atomicAdd(counter, 1) == used - 1;
+    if (last) *counter = 0;  // every block of this call has counted: ready for the next call
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  // The merge's shared memory is free again (every thread is past its reads of it).
+  static_assert(kRows * kMaxBlockMergeSplits * 4 <= 2 * kStages * kStageBytes, "the weights fit");
+  combine_in_block<T, D>(a, b, head0, rows, used, reinterpret_cast<float*>(k_stages));
 }
 
 // One block per (sequence, query head): out = sum_s w_s o_s with w_s = exp(lse_s - lse), over
@@ -342,7 +533,10 @@ __global__ void __launch_bounds__(kThreads) decode_combine_kernel(const DecodeAr
   pdl::wait_then_release();
   const int64_t item = blockIdx.x;  // b * q_heads + h
   const int64_t b = item / a.q_heads, h = item % a.q_heads;
-  const int used = (a.kv_lens[b] + a.chunk - 1) / a.chunk;
+  const int kv_len = a.kv_lens[b];
+  const int chunk = chunk_keys(kv_len, a.splits);
+  const int used = (kv_len + chunk - 1) / chunk;
+  if (used == 1) return;  // the split kernel wrote the output itself
   const float* lse_s = a.part_lse + item * a.splits;
 
   float mx = -INFINITY;
@@ -393,7 +587,7 @@ __global__ void iota_kernel(int32_t* out, int n) {
 }
 
 // The split kernels' attribute (more than 48 KiB of shared memory) is set once per device, and
-// its occupancy read there too.
+// their occupancy read there too (the lower of the two variants', which take the same memory).
 template <typename T, int D>
 int blocks_per_sm() {
   static int cached[kMaxDevices] = {};
@@ -401,13 +595,16 @@ int blocks_per_sm() {
   BRAID_CUDA_CHECK(cudaGetDevice(&dev));
   if (dev >= kMaxDevices) dev = kMaxDevices - 1;
   if (cached[dev] == 0) {
-    BRAID_CUDA_CHECK(cudaFuncSetAttribute(decode_split_kernel<T, D>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          smem_bytes<T, D>()));
-    int n = 0;
-    BRAID_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &n, decode_split_kernel<T, D>, kThreads, smem_bytes<T, D>()));
-    cached[dev] = std::max(n, 1);
+    int fewest = INT32_MAX;
+    for (auto kernel : {decode_split_kernel<T, D, false>, decode_split_kernel<T, D, true>}) {
+      BRAID_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            smem_bytes<T, D>()));
+      int n = 0;
+      BRAID_CUDA_CHECK(
+          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, smem_bytes<T, D>()));
+      fewest = std::min(fewest, n);
+    }
+    cached[dev] = std::max(fewest, 1);
   }
   return cached[dev];
 }
@@ -440,11 +637,36 @@ void dispatch_split(const Tensor& q, F&& f) {
   }
 }
 
-// Keys per chunk when `capacity` keys are cut into `splits`: a whole number of tiles. The chunks
-// that cover the capacity may then be fewer than asked for.
-int chunk_keys(int64_t capacity, int splits) {
-  const int64_t per_split = (capacity + std::max(splits, 1) - 1) / std::max(splits, 1);
-  return static_cast<int>((per_split + kTileKeys - 1) / kTileKeys * kTileKeys);
+int capacity_of(const ops::PagedKV& kv) {  // <= INT32_MAX where the split kernels run
+  return static_cast<int>(std::max<int64_t>(kv.page_table.shape[1] * kv.k_pages.shape[1], 1));
+}
+
+// The chunks a full page table uses when `splits` are asked for (rounding the chunks to tiles may
+// leave fewer): the grid's first dimension.
+int grid_splits(const ops::PagedKV& kv, int splits) {
+  const int capacity = capacity_of(kv);
+  const int chunk = chunk_keys(capacity, std::max(splits, 1));
+  return (capacity + chunk - 1) / chunk;
+}
+
+DecodeArgs decode_args(const Tensor& q, const ops::PagedKV& kv, float softmax_scale,
+                       const Tensor& out, const Tensor& lse, const Tensor& workspace, int splits,
+                       int* counters) {
+  const int64_t batch = q.shape[0], head_dim = q.shape[2];
+  const int q_heads = static_cast<int>(q.shape[1]), kv_heads = static_cast<int>(kv.k_pages.shape[2]);
+  float* part_o = workspace.ptr<float>();
+  return {q.data, kv.k_pages.data, kv.v_pages.data, kv.page_table.ptr<int32_t>(),
+          kv.kv_lens.ptr<int32_t>(), out.data, lse.ndim != 0 ? lse.ptr<float>() : nullptr,
+          part_o, part_o + batch * q_heads * splits * head_dim,
+          q.strides[0], q.strides[1], out.strides[0], out.strides[1],
+          q_heads, kv_heads, q_heads / kv_heads, head_blocks(q, kv),
+          static_cast<int>(kv.page_table.shape[1]), static_cast<int>(kv.k_pages.shape[1]),
+          splits, softmax_scale * kLog2e, counters};
+}
+
+dim3 split_grid(const DecodeArgs& a, int64_t batch) {
+  return dim3(static_cast<unsigned>(a.splits), static_cast<unsigned>(a.kv_heads * a.head_blocks),
+              static_cast<unsigned>(batch));
 }
 
 }  // namespace
@@ -460,13 +682,11 @@ int attention_decode_splits(const Tensor& q, const ops::PagedKV& kv, int max_spl
   // Fill the GPU's resident block slots once: every SM streams from the start and no second,
   // partial wave is left at the end. A batch that fills them alone needs no split.
   const int64_t units = q.shape[0] * kv.k_pages.shape[2] * head_blocks(q, kv);
-  const int64_t capacity = std::max<int64_t>(kv.page_table.shape[1] * kv.k_pages.shape[1], 1);
+  const int64_t capacity = capacity_of(kv);
   int64_t splits = std::max<int64_t>(1, resident / units);
   splits = std::min<int64_t>(splits, (capacity + kMinSplitKeys - 1) / kMinSplitKeys);
   splits = std::clamp<int64_t>(splits, 1, std::max(max_splits, 1));
-  // The count the kernels will really use (rounding the chunks to tiles may leave fewer).
-  const int chunk = chunk_keys(capacity, static_cast<int>(splits));
-  return static_cast<int>((capacity + chunk - 1) / chunk);
+  return grid_splits(kv, static_cast<int>(splits));
 }
 
 void attention_decode(const Tensor& q, const ops::PagedKV& kv, float softmax_scale,
@@ -482,31 +702,68 @@ void attention_decode(const Tensor& q, const ops::PagedKV& kv, float softmax_sca
     cuda::attention(q, cu_seqlens, kv, /*causal=*/true, softmax_scale, out, lse, stream);
     return;
   }
-  const int q_heads = static_cast<int>(q.shape[1]), kv_heads = static_cast<int>(kv.k_pages.shape[2]);
-  const int64_t capacity = std::max<int64_t>(kv.page_table.shape[1] * kv.k_pages.shape[1], 1);
-  const int chunk = chunk_keys(capacity, splits);
-  splits = static_cast<int>((capacity + chunk - 1) / chunk);  // only the chunks that cover it
-
-  const int64_t head_dim = q.shape[2];
-  float* part_o = workspace.ptr<float>();
-  DecodeArgs a{q.data, kv.k_pages.data, kv.v_pages.data, kv.page_table.ptr<int32_t>(),
-               kv.kv_lens.ptr<int32_t>(), out.data, lse.ndim != 0 ? lse.ptr<float>() : nullptr,
-               part_o, part_o + batch * q_heads * splits * head_dim,
-               q.strides[0], q.strides[1], out.strides[0], out.strides[1],
-               q_heads, kv_heads, q_heads / kv_heads, head_blocks(q, kv),
-               static_cast<int>(kv.page_table.shape[1]), static_cast<int>(kv.k_pages.shape[1]),
-               splits, chunk, softmax_scale * kLog2e};
-  const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(kv_heads * a.head_blocks),
-                  static_cast<unsigned>(batch));
+  const DecodeArgs a =
+      decode_args(q, kv, softmax_scale, out, lse, workspace, grid_splits(kv, splits), nullptr);
   dispatch_split(q, [&](auto tag, auto dim) {
     using T = decltype(tag);
     constexpr int D = decltype(dim)::value;
     blocks_per_sm<T, D>();  // sets the shared-memory attribute on first use
-    launch_programmatic(decode_split_kernel<T, D>, grid, kThreads, smem_bytes<T, D>(), s, a);
+    launch_programmatic(decode_split_kernel<T, D, false>, split_grid(a, batch), kThreads,
+                        smem_bytes<T, D>(), s, a, AppendArgs{}, ops::RopeTable{});
     BRAID_CUDA_CHECK_LAUNCH();
-    if (splits > 1) {
-      launch_programmatic(decode_combine_kernel<T, D>, static_cast<unsigned>(batch * q_heads),
-                          kThreads, 0, s, a);
+    if (a.splits > 1) {
+      launch_programmatic(decode_combine_kernel<T, D>,
+                          static_cast<unsigned>(batch * a.q_heads), kThreads, 0, s, a);
+      BRAID_CUDA_CHECK_LAUNCH();
+    }
+  });
+}
+
+bool attention_decode_append_supported(const Tensor& q, const ops::PagedKV& kv) {
+  return use_split_kernels(q, kv);
+}
+
+void attention_decode_append(const Tensor& q, const Tensor& k, const Tensor& v,
+                             const Tensor& q_norm, const Tensor& k_norm, float eps,
+                             const Tensor& positions, const ops::RopeTable& table,
+                             const Tensor& slots, const ops::PagedKV& kv, float softmax_scale,
+                             const Tensor& out, const Tensor& lse, const Tensor& workspace,
+                             const Tensor& counters, int splits, Stream stream) {
+  auto s = static_cast<cudaStream_t>(stream.handle);
+  const int64_t batch = q.shape[0];
+  const bool norm = q_norm.data != nullptr;
+  const int64_t elem = static_cast<int64_t>(dtype_size(q.dtype));
+  const AppendArgs ap{qk_rope::head_of(q),
+                      qk_rope::head_of(k),
+                      qk_rope::head_of(v),
+                      norm ? q_norm.data : nullptr,
+                      norm ? k_norm.data : nullptr,
+                      norm ? qk_rope::norm_layout(q, q_norm) : qk_rope::NormLayout{1, 32},
+                      norm ? qk_rope::norm_layout(k, k_norm) : qk_rope::NormLayout{1, 32},
+                      eps,
+                      positions.data,
+                      positions.dtype == DType::i64,
+                      slots.ptr<const int32_t>(),
+                      kv.k_pages.data,
+                      kv.v_pages.data,
+                      (q.size(2) * elem) % 16 == 0};  // the pages are aligned (use_split_kernels)
+  splits = grid_splits(kv, splits);
+  dispatch_split(q, [&](auto tag, auto dim) {
+    using T = decltype(tag);
+    constexpr int D = decltype(dim)::value;
+    // The last block merges a few chunks faster than a second kernel; past kMaxBlockMergeSplits
+    // the combine kernel's block per head is faster (Llama-3.2-1B at 32768 keys, 32 chunks: +44 us
+    // a step merged in the last block, docs/perf/decode.md, version 5).
+    const bool merge_in_block = splits <= kMaxBlockMergeSplits;
+    const DecodeArgs a = decode_args(q, kv, softmax_scale, out, lse, workspace, splits,
+                                     merge_in_block ? counters.ptr<int32_t>() : nullptr);
+    blocks_per_sm<T, D>();  // sets the shared-memory attribute on first use
+    launch_programmatic(decode_split_kernel<T, D, true>, split_grid(a, batch), kThreads,
+                        smem_bytes<T, D>(), s, a, ap, table);
+    BRAID_CUDA_CHECK_LAUNCH();
+    if (a.splits > 1 && !merge_in_block) {
+      launch_programmatic(decode_combine_kernel<T, D>,
+                          static_cast<unsigned>(batch * a.q_heads), kThreads, 0, s, a);
       BRAID_CUDA_CHECK_LAUNCH();
     }
   });
