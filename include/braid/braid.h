@@ -270,6 +270,29 @@ BRAID_API braid_status braid_attention_decode(const braid_tensor* q, const braid
                                               const braid_tensor* out, const braid_tensor* lse,
                                               const braid_tensor* workspace, void* stream);
 
+/* A decode step's attention in one call (one CUDA kernel for f16/bf16, head_dim 64 or 128):
+ * per-head RMSNorm of q and k, RoPE, the append of the new K and V to the paged cache, then
+ * braid_attention_decode (braid::ops::qk_norm_rope_kv_append_attention_decode).
+ *   q            [batch, q_heads, head_dim], k, v [batch, kv_heads, head_dim]: the QKV
+ *                projection's heads of each sequence's new token (q and k unspecified after)
+ *   q_norm, k_norm  [head_dim] q's dtype, both or neither (NULL: no norm); eps their epsilon
+ *   positions    [batch] i32/i64; config as braid_rope_apply's (NULL: defaults)
+ *   slots        [batch] i32: the cache slot of key kv_lens[b] - 1, where the page table puts it
+ *   k_pages, v_pages, page_table, kv_lens, softmax_scale, out, lse, workspace: as
+ *                braid_attention_decode (kv_lens counting the new token)
+ *   counters     i32, contiguous, at least braid_attention_decode_counters(batch, q_heads,
+ *                kv_heads) elements, zero before the first call; each call leaves them zero
+ * On CUDA it reads the older keys, kv_lens and the page table before the kernel before it in the
+ * stream has finished (programmatic dependent launch): that kernel must not write them. */
+BRAID_API int64_t braid_attention_decode_counters(int64_t batch, int64_t q_heads, int64_t kv_heads);
+BRAID_API braid_status braid_qk_norm_rope_kv_append_attention_decode(
+    const braid_tensor* q, const braid_tensor* k, const braid_tensor* v, const braid_tensor* q_norm,
+    const braid_tensor* k_norm, float eps, const braid_tensor* positions,
+    const braid_rope_config* config, const braid_tensor* slots, const braid_tensor* k_pages,
+    const braid_tensor* v_pages, const braid_tensor* page_table, const braid_tensor* kv_lens,
+    float softmax_scale, const braid_tensor* out, const braid_tensor* lse,
+    const braid_tensor* workspace, const braid_tensor* counters, void* stream);
+
 /* Multi-head latent attention (DeepSeek-V2/V3) in the absorbed form over a paged cache of latent
  * rows c = [latent (r) | rope key (dr)], one per token, shared by every head:
  *   score(h, s) = (q_latent[h] . c_s[:r] + q_rope[h] . c_s[r:]) * softmax_scale

@@ -34,10 +34,12 @@ __all__ = [
     "attention",
     "attention_prefill",
     "attention_decode",
+    "attention_decode_counters",
     "attention_decode_workspace_floats",
     "attention_mla",
     "attention_mla_workspace_floats",
     "kv_append",
+    "qk_norm_rope_kv_append_attention_decode",
     "paged_kv_gather",
     "moe_route_topk_softmax",
     "moe_route_grouped",
@@ -363,6 +365,57 @@ def attention_decode(q, k_pages, v_pages, page_table, kv_lens, softmax_scale=Non
           c.tensor("kv.page_table", page_table), c.tensor("kv.kv_lens", kv_lens),
           ctypes.c_float(softmax_scale), c.tensor("out", out, writable=True),
           c.optional("lse", lse, writable=True), c.tensor("workspace", workspace, writable=True))
+    return (out, lse) if return_lse else out
+
+
+def attention_decode_counters(batch, q_heads, kv_heads):
+    """Elements of the i32 counters qk_norm_rope_kv_append_attention_decode needs."""
+    return int(function("braid_attention_decode_counters")(int(batch), int(q_heads), int(kv_heads)))
+
+
+def qk_norm_rope_kv_append_attention_decode(q, k, v, positions, slots, k_pages, v_pages,
+                                            page_table, kv_lens, *, q_norm=None, k_norm=None, eps=1e-6,
+                                            config=None, softmax_scale=None, out=None, lse=None,
+                                            workspace=None, counters=None, return_lse=False,
+                                            stream=None):
+    """A decode step's attention in one call (see ops.h): per-head RMSNorm of q and k (q_norm,
+    k_norm [head_dim], both or neither), RoPE (config: a RopeConfig, None = defaults), the new K/V
+    appended at slots [batch] i32 (the cache slot of key kv_lens[b] - 1), then attention_decode.
+    q [batch, q_heads, head_dim], k, v [batch, kv_heads, head_dim] (q and k unspecified after);
+    the cache, softmax_scale, out, lse and workspace as attention_decode. counters: i32 of at least
+    attention_decode_counters(batch, q_heads, kv_heads) elements, zero before the first call and
+    left zero (allocated zeroed when None; pass one to keep the call free of allocations).
+    Returns out, or (out, lse) when return_lse."""
+    op = "qk_norm_rope_kv_append_attention_decode"
+    _need_dims(op, "q", q, 3)
+    _need_dims(op, "kv.k_pages", k_pages, 4)
+    _need_dims(op, "kv.page_table", page_table, 2)
+    batch, q_heads, head_dim = _shape(q)[:3]
+    if softmax_scale is None:
+        softmax_scale = 1.0 / math.sqrt(head_dim)
+    if out is None:
+        out = _convert.empty(q, _shape(q), _convert.tensor_dtype(op, "q", q))
+    if return_lse and lse is None:
+        lse = _convert.empty(q, (batch, q_heads), "f32")
+    if workspace is None:
+        capacity = _shape(page_table)[1] * _shape(k_pages)[1]
+        n = attention_decode_workspace_floats(batch, q_heads, head_dim, capacity)
+        workspace = _convert.empty(q, (n,), "f32")
+    if counters is None:
+        n = max(attention_decode_counters(batch, q_heads, _shape(k_pages)[2]), 1)
+        counters = _convert.empty(q, (n,), "i32")
+        counters[...] = 0
+    cfg = (config or RopeConfig()).to_c()
+    c = _Call(op, stream)
+    c.run(c.tensor("q", q, writable=True), c.tensor("k", k, writable=True), c.tensor("v", v),
+          c.optional("q_norm", q_norm), c.optional("k_norm", k_norm), ctypes.c_float(eps),
+          c.tensor("positions", positions), ctypes.byref(cfg), c.tensor("slots", slots),
+          c.tensor("kv.k_pages", k_pages, writable=True),
+          c.tensor("kv.v_pages", v_pages, writable=True), c.tensor("kv.page_table", page_table),
+          c.tensor("kv.kv_lens", kv_lens), ctypes.c_float(softmax_scale),
+          c.tensor("out", out, writable=True), c.optional("lse", lse, writable=True),
+          c.tensor("workspace", workspace, writable=True),
+          c.tensor("counters", counters, writable=True))
     return (out, lse) if return_lse else out
 
 

@@ -521,6 +521,65 @@ def test_library_functions():
     assert err.status == Status.DTYPE and str(err) == "BRAID_ERR_DTYPE: m"
 
 
+# ---- qk_norm_rope_kv_append_attention_decode --------------------------------------------------
+
+
+def decode_step_inputs(rng, dtype, lens, q_heads, kv_heads, head_dim, page_size):
+    """One decode token per sequence: packed QKV heads, a cache whose pages are shuffled, the new
+    token's position kv_len - 1 and its slot from the page table."""
+    batch, max_pages = len(lens), max((n + page_size - 1) // page_size for n in lens)
+    num_pages = batch * max_pages
+    pages = rng.permutation(num_pages).astype(np.int32).reshape(batch, max_pages)
+    shape = (num_pages, page_size, kv_heads, head_dim)
+    k_pages, v_pages = uniform(rng, shape, dtype), uniform(rng, shape, dtype)
+    qkv = uniform(rng, (batch, q_heads + 2 * kv_heads, head_dim), dtype)
+    kv_lens = np.array(lens, np.int32)
+    positions = kv_lens.astype(np.int64) - 1
+    slots = np.array([pages[b, p // page_size] * page_size + p % page_size
+                      for b, p in enumerate(positions)], np.int32)
+    return qkv, k_pages, v_pages, pages, kv_lens, positions, slots
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["f32", "f16"])
+def test_qk_norm_rope_kv_append_attention_decode_is_the_ops_in_sequence(seed, dtype):
+    rng = np.random.default_rng(seed)
+    qh, kvh, hd = 6, 2, 16
+    inputs = decode_step_inputs(rng, dtype, [1, 5, 20], qh, kvh, hd, 4)
+    config = bi.RopeConfig(theta=500000.0)
+    results = []
+    for joined in (True, False):
+        qkv, k_pages, v_pages, pages, kv_lens, positions, slots = (x.copy() for x in inputs)
+        q, k, v = qkv[:, :qh], qkv[:, qh:qh + kvh], qkv[:, qh + kvh:]
+        if joined:
+            out = bi.qk_norm_rope_kv_append_attention_decode(
+                q, k, v, positions, slots, k_pages, v_pages, pages, kv_lens, config=config,
+                softmax_scale=0.3)
+        else:
+            bi.rope_apply(q, k, positions, config)
+            bi.kv_append(k, v, slots, k_pages, v_pages)
+            out = bi.attention_decode(q, k_pages, v_pages, pages, kv_lens, 0.3)
+        results.append((out, k_pages, v_pages))
+    for got, want in zip(results[0], results[1]):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_qk_norm_rope_kv_append_attention_decode_errors():
+    rng = np.random.default_rng(1)
+    qkv, k_pages, v_pages, pages, kv_lens, positions, slots = decode_step_inputs(
+        rng, np.float32, [3, 9], 4, 2, 8, 4)
+    q, k, v = qkv[:, :4], qkv[:, 4:6], qkv[:, 6:]
+    op = "qk_norm_rope_kv_append_attention_decode"
+    assert bi.attention_decode_counters(2, 4, 2) == 4
+    expect_error(Status.SHAPE, [op, "argument 'counters'", "at least 4"],
+                 bi.qk_norm_rope_kv_append_attention_decode, q, k, v, positions, slots, k_pages,
+                 v_pages, pages, kv_lens, counters=np.zeros(3, np.int32))
+    moved = slots.copy()
+    moved[1] ^= 1
+    expect_error(Status.INVALID_ARGUMENT, [op, "argument 'slots'", "kv_lens[b] - 1"],
+                 bi.qk_norm_rope_kv_append_attention_decode, q, k, v, positions, moved, k_pages,
+                 v_pages, pages, kv_lens)
+
+
 # ---- kv_append -------------------------------------------------------------------------------
 
 

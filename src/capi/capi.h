@@ -2,6 +2,7 @@
 #pragma once
 
 #include "braid/braid.h"
+#include "braid/ops.h"
 #include "braid/stream.h"
 #include "braid/tensor.h"
 
@@ -14,6 +15,10 @@ Tensor tensor_arg(const char* op, const char* arg, const braid_tensor* t);
 Tensor optional_tensor_arg(const char* op, const char* arg, const braid_tensor* t);
 
 inline Stream stream_arg(void* stream) { return Stream{stream}; }
+
+// A RoPE configuration argument (ops_rope.cpp): NULL gives the defaults; an unknown scaling code
+// throws braid::Error naming `op` and "config.scaling".
+ops::RopeConfig rope_config_of(const char* op, const braid_rope_config* c);
 
 // To be called from inside a catch block: records the exception's message as this thread's last
 // error and returns its status (braid::Error -> its kind, std::bad_alloc -> out of memory,

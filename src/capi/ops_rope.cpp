@@ -7,9 +7,9 @@
 
 using namespace braid::capi;
 
-namespace {
+namespace braid::capi {
 
-braid::ops::RopeConfig rope_config_of(const char* op, const braid_rope_config* c) {
+ops::RopeConfig rope_config_of(const char* op, const braid_rope_config* c) {
   braid::ops::RopeConfig r;
   if (c == nullptr) return r;  // NULL: the defaults
   switch (c->scaling) {
@@ -37,7 +37,7 @@ braid::ops::RopeConfig rope_config_of(const char* op, const braid_rope_config* c
   return r;
 }
 
-}  // namespace
+}  // namespace braid::capi
 
 extern "C" {
 

@@ -352,6 +352,72 @@ TEST(CApi, AttentionPrefillMatchesFormula) {
   expect_message_has({"attention_prefill", "argument 'cu_seqlens_kv'", "i32", "i64"});
 }
 
+// The decode step's joined op against the three C calls it stands for, on the CPU (bit for bit).
+TEST(CApi, DecodeStepAttentionIsRopeAppendAndDecodeAttention) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const int64_t q_heads = 2, d = 8, page_size = 2, pages = 2, kv_len = 3;
+  std::vector<float> qkv0 = random_floats((q_heads + 2) * d, seed, -1, 1);
+  std::vector<float> cache0 = random_floats(pages * page_size * d, seed + 1, -1, 1);
+  std::vector<int32_t> table{1, 0}, lens{int32_t(kv_len)};
+  std::vector<int64_t> positions{kv_len - 1};
+  std::vector<int32_t> slots{0 * page_size + 0};  // key 2 is slot 0 of page table[0][1] = 0
+  braid_rope_config rope;
+  braid_rope_config_init(&rope);
+  std::vector<int64_t> qs{1, q_heads, d}, hs{1, 1, d}, cs{pages, page_size, 1, d}, ts{1, 2}, ns{1};
+  std::vector<int64_t> hstr{(q_heads + 2) * d, d, 1}, ws{braid_attention_decode_workspace_floats(
+                                                          1, q_heads, d, pages * page_size)};
+  auto run = [&](bool joined, std::vector<float>& out, std::vector<float>& k_cache,
+                 std::vector<float>& v_cache) {
+    std::vector<float> qkv = qkv0, workspace(static_cast<size_t>(ws[0]));
+    std::vector<int32_t> counters(4, 0);
+    std::vector<int64_t> counter_shape{braid_attention_decode_counters(1, q_heads, 1)};
+    k_cache = cache0;
+    v_cache = cache0;
+    out.assign(q_heads * d, NAN);
+    braid_tensor tq = cpu_f32(qkv.data(), qs, hstr.data());
+    braid_tensor tk = cpu_f32(qkv.data() + q_heads * d, hs, hstr.data());
+    braid_tensor tv = cpu_f32(qkv.data() + (q_heads + 1) * d, hs, hstr.data());
+    braid_tensor tkc = cpu_f32(k_cache.data(), cs), tvc = cpu_f32(v_cache.data(), cs);
+    braid_tensor ttab = cpu_f32(table.data(), ts), tlen = cpu_f32(lens.data(), ns);
+    braid_tensor tpos = cpu_f32(positions.data(), ns), tslot = cpu_f32(slots.data(), ns);
+    braid_tensor tout = cpu_f32(out.data(), qs), tws = cpu_f32(workspace.data(), ws);
+    braid_tensor tctr = cpu_f32(counters.data(), counter_shape);
+    ttab.dtype = tlen.dtype = tslot.dtype = tctr.dtype = {BRAID_DTYPE_INT, 32, 1};
+    tpos.dtype = {BRAID_DTYPE_INT, 64, 1};
+    if (joined) {
+      ASSERT_EQ(braid_qk_norm_rope_kv_append_attention_decode(
+                    &tq, &tk, &tv, nullptr, nullptr, 1e-6f, &tpos, &rope, &tslot, &tkc, &tvc, &ttab,
+                    &tlen, 0.4f, &tout, nullptr, &tws, &tctr, nullptr),
+                BRAID_OK)
+          << last_error();
+      // Counters past the bound: named, and nothing runs.
+      std::vector<int64_t> none{0};
+      braid_tensor few = cpu_f32(counters.data(), none);
+      few.dtype = {BRAID_DTYPE_INT, 32, 1};
+      EXPECT_EQ(braid_qk_norm_rope_kv_append_attention_decode(
+                    &tq, &tk, &tv, nullptr, nullptr, 1e-6f, &tpos, &rope, &tslot, &tkc, &tvc, &ttab,
+                    &tlen, 0.4f, &tout, nullptr, &tws, &few, nullptr),
+                BRAID_ERR_SHAPE);
+      expect_message_has({"qk_norm_rope_kv_append_attention_decode", "argument 'counters'"});
+    } else {
+      ASSERT_EQ(braid_rope_apply(&tq, &tk, &tpos, &rope, nullptr), BRAID_OK) << last_error();
+      ASSERT_EQ(braid_kv_append(&tk, &tv, &tslot, &tkc, &tvc, nullptr), BRAID_OK) << last_error();
+      ASSERT_EQ(braid_attention_decode(&tq, &tkc, &tvc, &ttab, &tlen, 0.4f, &tout, nullptr, &tws,
+                                       nullptr),
+                BRAID_OK)
+          << last_error();
+    }
+  };
+  std::vector<float> out_joined, k_joined, v_joined, out_ops, k_ops, v_ops;
+  run(true, out_joined, k_joined, v_joined);
+  run(false, out_ops, k_ops, v_ops);
+  EXPECT_EQ(out_joined, out_ops);
+  EXPECT_EQ(k_joined, k_ops);
+  EXPECT_EQ(v_joined, v_ops);
+  EXPECT_NE(k_joined, cache0);  // the new key went in
+}
+
 TEST(CApi, VersionAndDeviceCount) {
   const std::string v = braid_version();
   EXPECT_EQ(std::count(v.begin(), v.end(), '.'), 2) << v;
