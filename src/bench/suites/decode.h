@@ -35,6 +35,8 @@ struct DecodeOptions {
   std::string quantize = "none";  // model_dir's load-time quantization (--quantize none | fp8)
   int batch = 1;
   int context = 1024;     // tokens already in each sequence's KV cache
+  int capacity = 0;       // keys each sequence's page table holds (0: context); more, as the
+                          // engine's max_model_len makes it, shows how the split-KV chunks follow
   int device = 0;
   bool quick = false;     // fewer repetitions
   bool breakdown = false; // also time each component of the step (eager, event-timed)
@@ -51,7 +53,8 @@ Report run_decode(const DecodeOptions& options);
 // A few lines under the table: ms/token, tok/s, GB/s, % of the floor, kernels per token.
 std::string decode_summary(const Report& run);
 
-// `bench decode`: --shape NAME (random weights) or --model DIR, --batch, --context, --breakdown.
+// `bench decode`: --shape NAME (random weights) or --model DIR, --batch, --context, --capacity,
+// --breakdown.
 SuiteRun decode_command(CLI::App& cmd);  // suites/cuda/decode.cpp
 
 }  // namespace braid::bench

@@ -1,9 +1,12 @@
-// bench decode: the presets parse, and the bytes a decode step must read match the published
-// bf16 weight sizes (ANCHORS.md: 0.99, 2.47 and 13.5 GB).
+// bench decode: the presets parse, the bytes a decode step must read match the published bf16
+// weight sizes (ANCHORS.md: 0.99, 2.47 and 13.5 GB), and bad options are refused before the GPU.
+#include <CLI/CLI.hpp>
+
 #include <gtest/gtest.h>
 
 #include "bench/suites/decode.h"
 #include "braid/error.h"
+#include "test_util.h"
 
 namespace braid::bench {
 namespace {
@@ -55,6 +58,16 @@ TEST(BenchDecode, Fp8ExpertsAreReadAtOneBytePerWeight) {
   const double kv_written = 2.0 * fp8.num_layers * 4 * fp8.kv_dim() * 2;
   EXPECT_NEAR(sum, decode_step_bytes(fp8, 4, 2048, 2) + kv_written, 1.0);
 }
+
+#if BRAID_WITH_CUDA  // the decode suite is built with CUDA (suites/cuda/decode.cpp)
+TEST(BenchDecode, CapacityBelowTheContextIsRefusedBeforeTheGpu) {
+  CLI::App app;
+  const SuiteRun run = decode_command(app);
+  app.parse("--shape llama-3.2-1b --context 300 --capacity 100", false);
+  test::expect_error([&] { run(); }, ErrorKind::invalid_argument,
+                     {"bench decode", "--capacity (100)", "--context (300)"});
+}
+#endif
 
 TEST(BenchDecode, UnknownShapeListsTheKnownOnes) {
   try {

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -94,6 +95,14 @@ std::map<std::string, std::vector<double>> time_components(
 // bf16 weights up to this size are checked against the CPU forward (its fp32 copy is twice that).
 constexpr size_t kCpuCheckMaxWeightBytes = size_t{3} << 30;
 
+// --capacity: 0 (the context) or at least the context.
+void check_capacity(const DecodeOptions& o) {
+  if (o.capacity != 0 && o.capacity < o.context)
+    throw Error(ErrorKind::invalid_argument,
+                fmt::format("bench decode: --capacity ({}) must be at least --context ({})",
+                            o.capacity, o.context));
+}
+
 }  // namespace
 
 Report run_decode(const DecodeOptions& o) {
@@ -101,6 +110,7 @@ Report run_decode(const DecodeOptions& o) {
     throw Error(ErrorKind::unsupported, "bench decode: no CUDA device is visible");
   if (o.batch < 1 || o.context < 1)
     throw Error(ErrorKind::invalid_argument, "bench decode: --batch and --context must be >= 1");
+  check_capacity(o);
   BRAID_CUDA_CHECK(cudaSetDevice(o.device));
   const Device dev = Device::cuda(o.device);
   const DType dtype = DType::bf16;
@@ -116,7 +126,7 @@ Report run_decode(const DecodeOptions& o) {
   if (o.model_dir.empty()) so.shape = decode_preset(o.preset);
   so.label = o.preset;
   so.sequences = o.batch;
-  so.context = o.context;
+  so.context = std::max(o.context, o.capacity);
   so.max_step_tokens = o.batch;
   so.decode_scratch = true;
   so.random_kv = true;
@@ -146,8 +156,9 @@ Report run_decode(const DecodeOptions& o) {
   const int kernels = count_kernels(step);
 
   const std::string params =
-      fmt::format("{}{} batch {} context {}", o.model_dir.empty() ? o.preset : o.model_dir,
-                  so.quantize == model::Quantize::none ? "" : " quantize fp8", B, o.context);
+      fmt::format("{}{} batch {} context {}{}", o.model_dir.empty() ? o.preset : o.model_dir,
+                  so.quantize == model::Quantize::none ? "" : " quantize fp8", B, o.context,
+                  o.capacity > o.context ? fmt::format(" capacity {}", o.capacity) : "");
   const double bytes = decode_step_bytes(c, B, o.context, dtype_size(dtype));
   const std::string note =
       fmt::format("{} kernels/step{}, weights {:.2f} GB{}", kernels,
@@ -197,6 +208,9 @@ SuiteRun decode_command(CLI::App& cmd) {
   cmd.add_option("--batch", o->batch, "Sequences decoded together")->capture_default_str();
   cmd.add_option("--context", o->context, "Tokens in each sequence's KV cache")
       ->capture_default_str();
+  cmd.add_option("--capacity", o->capacity,
+                 "Keys each sequence's page table holds (default: --context; generate and serve "
+                 "allocate max_model_len)");
   cmd.add_option("--device", o->device, "CUDA device index")->capture_default_str();
   cmd.add_flag("--quick", o->quick, "Fewer repetitions");
   cmd.add_flag("--breakdown", o->breakdown,
@@ -206,6 +220,7 @@ SuiteRun decode_command(CLI::App& cmd) {
       throw Error(ErrorKind::invalid_argument, "bench decode: give --shape NAME or --model DIR");
     if (!o->preset.empty()) decode_preset(o->preset);  // names a bad shape
     quantize_from_option(o->quantize, "bench decode");   // a bad value, before the GPU check
+    check_capacity(*o);
     if (!cuda_available())
       return not_measured("braidinfer bench decode: no usable CUDA device (nothing to measure)");
     const Report run = run_decode(*o);
