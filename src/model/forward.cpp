@@ -9,10 +9,10 @@
 #include "model/forward.h"
 
 #include <algorithm>
-#include <vector>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "braid/error.h"
 #include "braid/ops.h"
