@@ -332,6 +332,19 @@ BRAID_API braid_status braid_kv_append(const braid_tensor* k, const braid_tensor
                                        const braid_tensor* slots, const braid_tensor* k_pages,
                                        const braid_tensor* v_pages, void* stream);
 
+/* A decode step's per-head RMSNorm of q and k, RoPE and KV append in one call
+ * (braid::ops::qk_norm_rope_kv_append): braid_rms_norm on each head of q and k (q_norm and k_norm
+ * [head_dim] q's dtype, both or neither: NULL = no norm), braid_rope_apply(q, k, positions,
+ * config), then braid_kv_append(k, v, slots, k_pages, v_pages); q and k are left normed and
+ * rotated in place. On CUDA one kernel, bit-identical to the three calls.
+ *   q                [n, q_heads, head_dim] float, last dim dense; k, v [n, kv_heads, head_dim]
+ *   positions        [n] i32/i64; slots [n] i32 as braid_kv_append's */
+BRAID_API braid_status braid_qk_norm_rope_kv_append(
+    const braid_tensor* q, const braid_tensor* k, const braid_tensor* v, const braid_tensor* q_norm,
+    const braid_tensor* k_norm, float eps, const braid_tensor* positions,
+    const braid_rope_config* config, const braid_tensor* slots, const braid_tensor* k_pages,
+    const braid_tensor* v_pages, void* stream);
+
 /* Copies the first kv_lens[b] tokens of each sequence b of a paged KV cache, in order, into
  * contiguous ragged K and V (the layout braid_attention_prefill reads): rows cu_seqlens_kv[b] ..
  * cu_seqlens_kv[b+1] of k_out / v_out are sequence b's tokens (token t: page

@@ -120,6 +120,10 @@ _PROTOTYPES = {
         ctypes.c_int,
         [_T, _T, _T, _T, _T, ctypes.c_float, _T, _T, _T, _S],
     ),
+    "braid_qk_norm_rope_kv_append": (
+        ctypes.c_int,
+        [_T, _T, _T, _T, _T, ctypes.c_float, _T, ctypes.POINTER(RopeConfigDesc), _T, _T, _T, _S],
+    ),
     "braid_attention_decode_counters": (
         ctypes.c_int64,
         [ctypes.c_int64, ctypes.c_int64, ctypes.c_int64],

@@ -39,6 +39,7 @@ __all__ = [
     "attention_mla",
     "attention_mla_workspace_floats",
     "kv_append",
+    "qk_norm_rope_kv_append",
     "qk_norm_rope_kv_append_attention_decode",
     "paged_kv_gather",
     "moe_route_topk_softmax",
@@ -477,6 +478,21 @@ def kv_append(k, v, slots, k_pages, v_pages, *, stream=None):
     c.run(c.tensor("k", k), c.tensor("v", v), c.tensor("slots", slots),
           c.tensor("k_pages", k_pages, writable=True), c.tensor("v_pages", v_pages, writable=True))
     return k_pages, v_pages
+
+
+def qk_norm_rope_kv_append(q, k, v, positions, slots, k_pages, v_pages, *, q_norm=None,
+                           k_norm=None, eps=1e-6, config=None, stream=None):
+    """A decode step's per-head RMSNorm of q and k (q_norm, k_norm [head_dim], both or neither),
+    RoPE (config: a RopeConfig, None = defaults) and kv_append, in place (see ops.h; one kernel on
+    CUDA, bit-identical to the three ops). q [n, q_heads, head_dim], k, v [n, kv_heads, head_dim];
+    positions [n] i32/i64; slots, k_pages, v_pages as kv_append. Returns (q, k)."""
+    cfg = (config or RopeConfig()).to_c()
+    c = _Call("qk_norm_rope_kv_append", stream)
+    c.run(c.tensor("q", q, writable=True), c.tensor("k", k, writable=True), c.tensor("v", v),
+          c.optional("q_norm", q_norm), c.optional("k_norm", k_norm), ctypes.c_float(eps),
+          c.tensor("positions", positions), ctypes.byref(cfg), c.tensor("slots", slots),
+          c.tensor("k_pages", k_pages, writable=True), c.tensor("v_pages", v_pages, writable=True))
+    return q, k
 
 
 def sample_tokens_workspace_bytes(rows, vocab):

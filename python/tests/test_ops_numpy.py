@@ -563,6 +563,41 @@ def test_qk_norm_rope_kv_append_attention_decode_is_the_ops_in_sequence(seed, dt
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("norm", [True, False], ids=["norm", "nonorm"])
+def test_qk_norm_rope_kv_append_is_the_ops_in_sequence(seed, norm):
+    rng = np.random.default_rng(seed)
+    qh, kvh, hd, n = 6, 2, 16, 5
+    qkv0 = uniform(rng, (n, qh + 2 * kvh, hd), np.float32)
+    pages0 = uniform(rng, (3, 4, kvh, hd), np.float32)
+    q_norm = uniform(rng, (hd,), np.float32, 0.5, 1.5)
+    k_norm = uniform(rng, (hd,), np.float32, 0.5, 1.5)
+    positions = rng.integers(0, 4096, n).astype(np.int32)
+    slots = rng.choice(12, size=n, replace=False).astype(np.int32)
+    config = bi.RopeConfig(theta=1000000.0)
+    results = []
+    for fused in (True, False):
+        qkv, k_pages, v_pages = qkv0.copy(), pages0.copy(), pages0.copy()
+        q, k, v = qkv[:, :qh], qkv[:, qh:qh + kvh], qkv[:, qh + kvh:]
+        if fused:
+            bi.qk_norm_rope_kv_append(q, k, v, positions, slots, k_pages, v_pages,
+                                      q_norm=q_norm if norm else None,
+                                      k_norm=k_norm if norm else None, config=config)
+        else:
+            if norm:
+                bi.rms_norm(q, q_norm, 1e-6, out=q)
+                bi.rms_norm(k, k_norm, 1e-6, out=k)
+            bi.rope_apply(q, k, positions, config)
+            bi.kv_append(k, v, slots, k_pages, v_pages)
+        results.append((qkv, k_pages, v_pages))
+    for got, want in zip(results[0], results[1]):
+        np.testing.assert_array_equal(got, want)
+    assert not np.array_equal(results[0][0], qkv0)
+    expect_error(Status.INVALID_ARGUMENT, ["qk_norm_rope_kv_append", "argument 'k_norm'"],
+                 bi.qk_norm_rope_kv_append, qkv0[:, :qh], qkv0[:, qh:qh + kvh],
+                 qkv0[:, qh + kvh:], positions, slots, pages0.copy(), pages0.copy(),
+                 q_norm=q_norm)
+
+
 def test_qk_norm_rope_kv_append_attention_decode_errors():
     rng = np.random.default_rng(1)
     qkv, k_pages, v_pages, pages, kv_lens, positions, slots = decode_step_inputs(

@@ -352,6 +352,46 @@ TEST(CApi, AttentionPrefillMatchesFormula) {
   expect_message_has({"attention_prefill", "argument 'cu_seqlens_kv'", "i32", "i64"});
 }
 
+// qk_norm_rope_kv_append without norms against braid_rope_apply + braid_kv_append (CPU, bits).
+TEST(CApi, QkRopeKvAppendIsRopeThenAppend) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const int64_t n = 3, q_heads = 2, d = 8;
+  const std::vector<float> qkv0 = random_floats(n * (q_heads + 2) * d, seed, -1, 1);
+  const std::vector<float> pages0 = random_floats(2 * 4 * d, seed + 1, -1, 1);
+  std::vector<int64_t> positions{5, 0, 900};
+  std::vector<int32_t> slots{6, 1, 3};
+  std::vector<int64_t> qs{n, q_heads, d}, hs{n, 1, d}, cs{2, 4, 1, d}, ns{n};
+  std::vector<int64_t> hstr{(q_heads + 2) * d, d, 1};
+  std::vector<float> got_qkv, got_k, got_v;
+  for (bool fused : {true, false}) {
+    std::vector<float> qkv = qkv0, k_pages = pages0, v_pages = pages0;
+    braid_tensor tq = cpu_f32(qkv.data(), qs, hstr.data());
+    braid_tensor tk = cpu_f32(qkv.data() + q_heads * d, hs, hstr.data());
+    braid_tensor tv = cpu_f32(qkv.data() + (q_heads + 1) * d, hs, hstr.data());
+    braid_tensor tkc = cpu_f32(k_pages.data(), cs), tvc = cpu_f32(v_pages.data(), cs);
+    braid_tensor tpos = cpu_f32(positions.data(), ns), tslot = cpu_f32(slots.data(), ns);
+    tpos.dtype = {BRAID_DTYPE_INT, 64, 1};
+    tslot.dtype = {BRAID_DTYPE_INT, 32, 1};
+    if (fused) {
+      ASSERT_EQ(braid_qk_norm_rope_kv_append(&tq, &tk, &tv, nullptr, nullptr, 1e-6f, &tpos,
+                                             nullptr, &tslot, &tkc, &tvc, nullptr),
+                BRAID_OK)
+          << last_error();
+      got_qkv = qkv;
+      got_k = k_pages;
+      got_v = v_pages;
+    } else {
+      ASSERT_EQ(braid_rope_apply(&tq, &tk, &tpos, nullptr, nullptr), BRAID_OK) << last_error();
+      ASSERT_EQ(braid_kv_append(&tk, &tv, &tslot, &tkc, &tvc, nullptr), BRAID_OK) << last_error();
+      EXPECT_EQ(got_qkv, qkv);
+      EXPECT_EQ(got_k, k_pages);
+      EXPECT_EQ(got_v, v_pages);
+      EXPECT_NE(qkv, qkv0);
+    }
+  }
+}
+
 // The decode step's joined op against the three C calls it stands for, on the CPU (bit for bit).
 TEST(CApi, DecodeStepAttentionIsRopeAppendAndDecodeAttention) {
   const uint64_t seed = fresh_seed();
