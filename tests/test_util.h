@@ -114,6 +114,14 @@ inline double rel_error(const std::vector<float>& got, const std::vector<float>&
   return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
+// Elements whose bits differ (NaN poison included: equal bits are equal); -1 if the sizes differ.
+inline int64_t bit_mismatches(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return -1;
+  int64_t bad = 0;
+  for (size_t i = 0; i < a.size(); ++i) bad += float_bits(a[i]) != float_bits(b[i]);
+  return bad;
+}
+
 // DESIGN.md's tolerances: fp32 1e-5 relative, bf16 1e-2; fp16 has 3 more mantissa bits.
 inline double tolerance(DType t) {
   switch (t) {

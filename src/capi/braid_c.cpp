@@ -116,6 +116,16 @@ Tensor optional_tensor_arg(const char* op, const char* arg, const braid_tensor* 
   return t == nullptr ? Tensor{} : tensor_arg(op, arg, t);
 }
 
+ops::PagedKV paged_kv_arg(const char* op, const braid_tensor* k_pages, const braid_tensor* v_pages,
+                          const braid_tensor* page_table, const braid_tensor* kv_lens) {
+  ops::PagedKV kv;
+  kv.k_pages = tensor_arg(op, "kv.k_pages", k_pages);
+  kv.v_pages = tensor_arg(op, "kv.v_pages", v_pages);
+  kv.page_table = tensor_arg(op, "kv.page_table", page_table);
+  kv.kv_lens = tensor_arg(op, "kv.kv_lens", kv_lens);
+  return kv;
+}
+
 braid_status status_of_current_exception(const char* op) noexcept {
   try {
     throw;

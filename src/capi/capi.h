@@ -16,6 +16,10 @@ Tensor optional_tensor_arg(const char* op, const char* arg, const braid_tensor* 
 
 inline Stream stream_arg(void* stream) { return Stream{stream}; }
 
+// A paged KV cache from its four descriptors, each named "kv.<field>" in messages (ops.h's names).
+ops::PagedKV paged_kv_arg(const char* op, const braid_tensor* k_pages, const braid_tensor* v_pages,
+                          const braid_tensor* page_table, const braid_tensor* kv_lens);
+
 // A RoPE configuration argument (ops_rope.cpp): NULL gives the defaults; an unknown scaling code
 // throws braid::Error naming `op` and "config.scaling".
 ops::RopeConfig rope_config_of(const char* op, const braid_rope_config* c);

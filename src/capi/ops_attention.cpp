@@ -14,11 +14,7 @@ braid_status braid_attention(const braid_tensor* q, const braid_tensor* cu_seqle
                              const braid_tensor* lse, void* stream) {
   const char* op = "attention";
   return guarded(op, [&] {
-    braid::ops::PagedKV kv;
-    kv.k_pages = tensor_arg(op, "kv.k_pages", k_pages);
-    kv.v_pages = tensor_arg(op, "kv.v_pages", v_pages);
-    kv.page_table = tensor_arg(op, "kv.page_table", page_table);
-    kv.kv_lens = tensor_arg(op, "kv.kv_lens", kv_lens);
+    const braid::ops::PagedKV kv = paged_kv_arg(op, k_pages, v_pages, page_table, kv_lens);
     braid::ops::attention(tensor_arg(op, "q", q), tensor_arg(op, "cu_seqlens_q", cu_seqlens_q),
                           kv, causal != 0, softmax_scale, tensor_arg(op, "out", out),
                           optional_tensor_arg(op, "lse", lse), stream_arg(stream));

@@ -19,11 +19,7 @@ braid_status braid_attention_decode(const braid_tensor* q, const braid_tensor* k
                                     const braid_tensor* workspace, void* stream) {
   const char* op = "attention_decode";
   return guarded(op, [&] {
-    braid::ops::PagedKV kv;
-    kv.k_pages = tensor_arg(op, "kv.k_pages", k_pages);
-    kv.v_pages = tensor_arg(op, "kv.v_pages", v_pages);
-    kv.page_table = tensor_arg(op, "kv.page_table", page_table);
-    kv.kv_lens = tensor_arg(op, "kv.kv_lens", kv_lens);
+    const braid::ops::PagedKV kv = paged_kv_arg(op, k_pages, v_pages, page_table, kv_lens);
     braid::ops::attention_decode(tensor_arg(op, "q", q), kv, softmax_scale,
                                  tensor_arg(op, "out", out), optional_tensor_arg(op, "lse", lse),
                                  tensor_arg(op, "workspace", workspace), stream_arg(stream));
@@ -43,11 +39,7 @@ braid_status braid_qk_norm_rope_kv_append_attention_decode(
     const braid_tensor* workspace, const braid_tensor* counters, void* stream) {
   const char* op = "qk_norm_rope_kv_append_attention_decode";
   return guarded(op, [&] {
-    braid::ops::PagedKV kv;
-    kv.k_pages = tensor_arg(op, "kv.k_pages", k_pages);
-    kv.v_pages = tensor_arg(op, "kv.v_pages", v_pages);
-    kv.page_table = tensor_arg(op, "kv.page_table", page_table);
-    kv.kv_lens = tensor_arg(op, "kv.kv_lens", kv_lens);
+    const braid::ops::PagedKV kv = paged_kv_arg(op, k_pages, v_pages, page_table, kv_lens);
     braid::ops::qk_norm_rope_kv_append_attention_decode(
         tensor_arg(op, "q", q), tensor_arg(op, "k", k), tensor_arg(op, "v", v),
         optional_tensor_arg(op, "q_norm", q_norm), optional_tensor_arg(op, "k_norm", k_norm), eps,

@@ -41,11 +41,7 @@ braid_status braid_paged_kv_gather(const braid_tensor* k_pages, const braid_tens
                                    const braid_tensor* v_out, void* stream) {
   const char* op = "paged_kv_gather";
   return guarded(op, [&] {
-    braid::ops::PagedKV kv;
-    kv.k_pages = tensor_arg(op, "kv.k_pages", k_pages);
-    kv.v_pages = tensor_arg(op, "kv.v_pages", v_pages);
-    kv.page_table = tensor_arg(op, "kv.page_table", page_table);
-    kv.kv_lens = tensor_arg(op, "kv.kv_lens", kv_lens);
+    const braid::ops::PagedKV kv = paged_kv_arg(op, k_pages, v_pages, page_table, kv_lens);
     braid::ops::paged_kv_gather(kv, tensor_arg(op, "cu_seqlens_kv", cu_seqlens_kv),
                                 tensor_arg(op, "k_out", k_out), tensor_arg(op, "v_out", v_out),
                                 stream_arg(stream));

@@ -301,7 +301,8 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
       const Tensor k_pages = cache.k[static_cast<size_t>(l)].view();
       const Tensor v_pages = cache.v[static_cast<size_t>(l)].view();
       const ops::PagedKV kv{k_pages, v_pages, page_table, in.kv_lens};
-      if (in.decode && ws.decode_attention.view().ndim != 0 && decode_attention_joined()) {
+      const bool split_kv_decode = in.decode && ws.decode_attention.view().ndim != 0;
+      if (split_kv_decode && decode_attention_joined()) {
         // One kernel on CUDA: the query and key norms, RoPE, the append and the attention.
         ops::qk_norm_rope_kv_append_attention_decode(
             q, k, v, lw.q_norm, lw.k_norm, eps, in.positions, c.rope, in.slots, kv, scale,
@@ -310,7 +311,7 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
         ops::qk_norm_rope_kv_append(q, k, v, lw.q_norm, lw.k_norm, eps, in.positions, c.rope,
                                     in.slots, k_pages, v_pages, s);
         mark("qk_rope_kv", l);
-        if (in.decode && ws.decode_attention.view().ndim != 0)
+        if (split_kv_decode)
           ops::attention_decode(q, kv, scale, attn_heads, Tensor{}, ws.decode_attention.view(), s);
         else if (in.prefill_cu_seqlens_q.data)
           attend_serving_step(ws, in, n, q, k, v, kv, scale, attn_heads, s);

@@ -9,6 +9,7 @@
 
 #include "braid/ops.h"
 #include "ops/decode_batch.h"
+#include "ops/rope_configs.h"
 #include "test_util.h"
 #if BRAID_WITH_CUDA
 #include <cuda_runtime.h>
@@ -40,23 +41,6 @@ std::string case_name(const StepCase& c) {
          std::to_string(c.page_size);
 }
 void PrintTo(const StepCase& c, std::ostream* os) { *os << case_name(c); }
-
-RopeConfig rope_for(const StepCase& c) {
-  RopeConfig r;
-  if (c.scaling == RopeScaling::llama3) {
-    r.theta = 500000.0f;
-    r.scaling = c.scaling;
-    r.factor = 8.0f;
-    r.original_max_position = 8192;
-  } else if (c.scaling == RopeScaling::yarn) {
-    r.theta = 1000000.0f;
-    r.scaling = c.scaling;
-    r.factor = 4.0f;
-    r.original_max_position = 32768;
-  }
-  r.rotary_dim = c.rotary_dim;
-  return r;
-}
 
 // One decode step's inputs on the host: the QKV projection's output, the cache with every key
 // but each sequence's last (whose slot holds NaN until the op appends it), positions and slots.
@@ -118,7 +102,7 @@ struct StepProblem {
     OwnedTensor zeros(DType::i32, {n_counters}, Device::cpu());
     std::fill_n(zeros.view().ptr<int32_t>(), n_counters, 0);
     auto counters = to_device(zeros, dev);
-    const RopeConfig rope = rope_for(c);
+    const RopeConfig rope = rope_config_for(c.scaling, c.rotary_dim);
     if (fused) {
       ops::qk_norm_rope_kv_append_attention_decode(q, k, v, qnorm, knorm, kEps, pos, rope, sl, kv,
                                                    0.09f, out, lse_arg, ws, counters);
@@ -132,13 +116,6 @@ struct StepProblem {
     return r;
   }
 };
-
-int64_t bit_mismatches(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return -1;
-  int64_t bad = 0;
-  for (size_t i = 0; i < a.size(); ++i) bad += float_bits(a[i]) != float_bits(b[i]);
-  return bad;
-}
 
 // Cache values that are not NaN; the rest (slots no sequence owns) must stay NaN on both sides.
 double cache_error(const std::vector<float>& got, const std::vector<float>& want) {
@@ -238,7 +215,7 @@ TEST(AttentionDecodeStepCuda, GraphReplayFollowsNewLengths) {
   const int64_t n_counters = ops::attention_decode_counters(2, qh, kvh);
   OwnedTensor counters(DType::i32, {n_counters}, d);
   fill_bytes(counters, 0);
-  const RopeConfig rope = rope_for(base);
+  const RopeConfig rope = rope_config_for(base.scaling, base.rotary_dim);
   StreamOwner stream;
   auto s = static_cast<cudaStream_t>(stream.get().handle);
   stream.synchronize();

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "braid/ops.h"
+#include "ops/rope_configs.h"
 #include "test_util.h"
 
 namespace braid::test {
@@ -16,23 +17,6 @@ using ops::RopeScaling;
 
 constexpr int64_t kPageSize = 16;
 constexpr float kEps = 1e-6f;
-
-RopeConfig config_for(RopeScaling s, int rotary_dim) {
-  RopeConfig c;
-  if (s == RopeScaling::llama3) {
-    c.theta = 500000.0f;
-    c.scaling = s;
-    c.factor = 8.0f;
-    c.original_max_position = 8192;
-  } else if (s == RopeScaling::yarn) {
-    c.theta = 1000000.0f;
-    c.scaling = s;
-    c.factor = 4.0f;
-    c.original_max_position = 32768;
-  }
-  c.rotary_dim = rotary_dim;
-  return c;
-}
 
 const char* scaling_name(RopeScaling s) {
   return s == RopeScaling::llama3 ? "llama3" : s == RopeScaling::yarn ? "yarn" : "default";
@@ -69,14 +53,6 @@ std::vector<float> slot_rows(const Tensor& pages, const Tensor& slots) {
     out.insert(out.end(), all.begin() + s * row, all.begin() + (s + 1) * row);
   }
   return out;
-}
-
-// Elements whose bits differ (NaN poison included: equal bits are equal).
-int64_t bit_mismatches(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return -1;
-  int64_t bad = 0;
-  for (size_t i = 0; i < a.size(); ++i) bad += float_bits(a[i]) != float_bits(b[i]);
-  return bad;
 }
 
 struct Case {
@@ -126,7 +102,7 @@ struct Problem {
     const std::vector<int64_t> cache{pages, kPageSize, c.kv_heads, c.head_dim};
     auto kp = poisoned(c.dtype, cache, dev), vp = poisoned(c.dtype, cache, dev);
     auto v = split_qkv(d_packed, c.q_heads, c.kv_heads, c.head_dim);
-    const RopeConfig config = config_for(c.scaling, c.rotary_dim);
+    const RopeConfig config = rope_config_for(c.scaling, c.rotary_dim);
     if (fused) {
       ops::qk_norm_rope_kv_append(v.q, v.k, v.v, c.norm ? Tensor(qn) : Tensor{},
                                   c.norm ? Tensor(kn) : Tensor{}, kEps, pos, config, sl, kp, vp);

@@ -187,12 +187,9 @@ __device__ __forceinline__ void rotate_into_tiles(const AppendArgs& ap, const op
     const qk_rope::Head& h = is_q ? ap.q : ap.k;
     const T* src = static_cast<const T*>(h.data) + b * h.token_stride +
                    static_cast<int64_t>(is_q ? head0 + i : kvh) * h.head_stride;
-    qk_rope::load_head<T>(buf, src, D, h.vec);
-    __syncwarp();
-    if (ap.q_norm)
-      qk_rope::norm_head<T>(buf, static_cast<const T*>(is_q ? ap.q_norm : ap.k_norm), D, ap.eps,
-                            is_q ? ap.q_layout : ap.k_layout);
-    qk_rope::rotate_head<T>(buf, table.half, table.interleaved, cos_s, sin_s);
+    const void* norm = ap.q_norm ? (is_q ? ap.q_norm : ap.k_norm) : nullptr;
+    qk_rope::load_norm_rotate<T>(buf, src, D, h.vec, static_cast<const T*>(norm), ap.eps,
+                                 is_q ? ap.q_layout : ap.k_layout, table, cos_s, sin_s);
     if (is_q) {
       for (int d = lane; d < D; d += 32) q_tile[swizzled<D>(i, d / 8) / 2 + d % 8] = from_float<T>(buf[d]);
     } else {

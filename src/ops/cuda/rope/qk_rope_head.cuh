@@ -120,6 +120,19 @@ __device__ __forceinline__ void rotate_head(float* buf, int half, bool interleav
   }
   __syncwarp();
 }
+// One head, as qk_norm_rope_kv_append leaves it: loaded into buf (fp32), normalised with
+// norm_weight (null: no norm) and rotated by cos_s / sin_s (cos_sin below).
+template <typename T>
+__device__ __forceinline__ void load_norm_rotate(float* buf, const T* src, int d, bool vec,
+                                                 const T* norm_weight, float eps, NormLayout layout,
+                                                 const ops::RopeTable& table, const float* cos_s,
+                                                 const float* sin_s) {
+  load_head<T>(buf, src, d, vec);
+  __syncwarp();
+  if (norm_weight) norm_head<T>(buf, norm_weight, d, eps, layout);
+  rotate_head<T>(buf, table.half, table.interleaved, cos_s, sin_s);
+}
+
 // cos/sin of position `pos` for every rotary pair, scaled as rope.cu scales them; all threads of
 // the block take part (the caller syncs before reading them).
 __device__ __forceinline__ void cos_sin(const ops::RopeTable& table, float pos, float* cos_s,

@@ -60,12 +60,9 @@ __global__ void qk_rope_kv_kernel(FusedArgs a, ops::RopeTable table) {
   T* src = static_cast<T*>(hd.data) + tok * hd.token_stride +
            static_cast<int64_t>(is_q ? h : kh) * hd.head_stride;
 
-  qk_rope::load_head<T>(buf, src, d, hd.vec);
-  __syncwarp();
-  if (a.q_norm)
-    qk_rope::norm_head<T>(buf, static_cast<const T*>(is_q ? a.q_norm : a.k_norm), d, a.eps,
-                 is_q ? a.q_layout : a.k_layout);
-  qk_rope::rotate_head<T>(buf, table.half, table.interleaved, cos_s, sin_s);
+  const void* norm = a.q_norm ? (is_q ? a.q_norm : a.k_norm) : nullptr;
+  qk_rope::load_norm_rotate<T>(buf, src, d, hd.vec, static_cast<const T*>(norm), a.eps,
+                               is_q ? a.q_layout : a.k_layout, table, cos_s, sin_s);
   qk_rope::store_head<T>(src, buf, d, hd.vec);
   if (is_q) return;
 
