@@ -234,8 +234,10 @@ TEST(AttentionMlaCuda, GraphReplayFollowsNewLengths) {
           std::pair{&host->cache, &d.cache}, std::pair{&host->page_table, &d.page_table},
           std::pair{&host->kv_lens, &d.kv_lens}, std::pair{&host->cu_seqlens_q, &d.cu_seqlens_q}})
       copy(*src, *dst);
-    fill_bytes(out, 0xFF);
-    fill_bytes(lse, 0xFF);
+    // On the graph's stream: `s` does not wait for the legacy stream, so a memset there could
+    // land in the middle of the replay (it did under racecheck and initcheck).
+    fill_bytes(out, 0xFF, stream.get());
+    fill_bytes(lse, 0xFF, stream.get());
     ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
     stream.synchronize();
     auto ref = poisoned(DType::bf16, {2, H, r}, Device::cpu());

@@ -300,8 +300,10 @@ TEST(MoeExpertsDecodeCuda, GraphReplayFollowsNewRouting) {
     copy(host->x, x);
     copy(host->ids, ids);
     copy(host->weights, w);
-    fill_bytes(out, 0xFF);
-    fill_bytes(ws, 0xFF);
+    // On the graph's stream: `s` does not wait for the legacy stream, so a memset there could
+    // land in the middle of the replay (it did under racecheck and initcheck).
+    fill_bytes(out, 0xFF, stream.get());
+    fill_bytes(ws, 0xFF, stream.get());
     ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
     stream.synchronize();
     expect_close(to_floats(out), run(*host, Device::cpu()), DType::bf16);

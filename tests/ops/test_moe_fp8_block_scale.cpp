@@ -734,8 +734,10 @@ TEST(MoeFp8BlockScaleCuda, GraphReplayFollowsNewInputs) {
     copy(in->bias, d.bias);
     copy(in->x, d.x);
     copy(in->x_scale, d.x_scale);
-    fill_bytes(out, 0xFF);
-    fill_bytes(workspace, 0xFF);
+    // On the graph's stream: `s` does not wait for the legacy stream, so a memset there could
+    // land in the middle of the replay (it did under racecheck and initcheck).
+    fill_bytes(out, 0xFF, stream.get());
+    fill_bytes(workspace, 0xFF, stream.get());
     ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
     stream.synchronize();
     const Agreement a = judge(to_floats(out), cpu_reference(*in, w, o));

@@ -273,8 +273,10 @@ TEST(PagedKvGatherCuda, GraphReplayFollowsNewLengths) {
                                    std::pair{&host->page_table, &d.page_table},
                                    std::pair{&host->kv_lens, &d.kv_lens}, std::pair{&host->cu, &d.cu}})
       copy(*src, *dst);
-    fill_bytes(k_out, 0xFF);
-    fill_bytes(v_out, 0xFF);
+    // On the graph's stream: `s` does not wait for the legacy stream, so a memset there could
+    // land in the middle of the replay (it did under racecheck and initcheck).
+    fill_bytes(k_out, 0xFF, stream.get());
+    fill_bytes(v_out, 0xFF, stream.get());
     ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
     stream.synchronize();
     auto k_ref = poisoned(DType::bf16, {rows, kvh, hd}, Device::cpu());

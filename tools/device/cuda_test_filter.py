@@ -32,7 +32,11 @@ def main() -> int:
     # Left out: the benchmark suite's self-test times 256 MiB copies and every kernel's bench
     # over many repetitions (under racecheck or synccheck it outlasts a device call), and its
     # checks are about timing; each kernel it times has tests of its own in this set.
-    excluded = ["KernelSuiteGpu.*"]
+    # The same for the ceilings' self-test (bandwidth rows within bounds) and the timer's
+    # event-interval check: under racecheck they failed on their timing (2026-12-02), not on
+    # a kernel; the copy kernel and the timer have tests of their own here.
+    excluded = ["KernelSuiteGpu.*", "BenchCeilingsGpu.QuickRunMeasuresEveryRow",
+                "BenchTimerGpu.MeasuresTheTimeBetweenTheEventsPerLaunch"]
     print(":".join(patterns) + "-" + ":".join(excluded))
     print(f"cuda_test_filter: {len(names)} tests ask for the GPU in their body", file=sys.stderr)
     return 0
