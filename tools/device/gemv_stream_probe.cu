@@ -21,6 +21,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "braid/tensor.h"
@@ -455,23 +456,25 @@ int main(int argc, char** argv) {
         return err;
       };
       float tl = time_us(lib, sets, s, once);
-      float t4, t6, t3;
       double err = 0;
-      if (fp8) {
-        t4 = time_us([&](int i, cudaStream_t st) { StreamKernel<true, 4, 2>::launch(args(i), st); }, sets, s, once);
-        err = std::max(err, check());
-        t6 = time_us([&](int i, cudaStream_t st) { StreamKernel<true, 6, 2>::launch(args(i), st); }, sets, s, once);
-        err = std::max(err, check());
-        t3 = time_us([&](int i, cudaStream_t st) { StreamKernel<true, 3, 3>::launch(args(i), st); }, sets, s, once);
-        err = std::max(err, check());
-      } else {
-        t4 = time_us([&](int i, cudaStream_t st) { StreamKernel<false, 4, 2>::launch(args(i), st); }, sets, s, once);
-        err = std::max(err, check());
-        t6 = time_us([&](int i, cudaStream_t st) { StreamKernel<false, 6, 2>::launch(args(i), st); }, sets, s, once);
-        err = std::max(err, check());
-        t3 = time_us([&](int i, cudaStream_t st) { StreamKernel<false, 3, 3>::launch(args(i), st); }, sets, s, once);
-        err = std::max(err, check());
-      }
+      // One variant: its time, its output checked against the library's (the largest
+      // difference so far in `e`).
+      auto timed = [&](auto&& call, double& e) {
+        const float t = time_us(call, sets, s, once);
+        e = std::max(e, check());
+        return t;
+      };
+      float t4, t6, t3;
+      auto time_stream = [&](auto fp8_tag) {
+        constexpr bool kFp8 = decltype(fp8_tag)::value;
+        t4 = timed([&](int i, cudaStream_t st) { StreamKernel<kFp8, 4, 2>::launch(args(i), st); }, err);
+        t6 = timed([&](int i, cudaStream_t st) { StreamKernel<kFp8, 6, 2>::launch(args(i), st); }, err);
+        t3 = timed([&](int i, cudaStream_t st) { StreamKernel<kFp8, 3, 3>::launch(args(i), st); }, err);
+      };
+      if (fp8)
+        time_stream(std::true_type{});
+      else
+        time_stream(std::false_type{});
       float tq = 0, tq2 = 0, tq4 = 0, tqq = 0;
       double qerr = 0;
       if (fp8) {
@@ -497,10 +500,8 @@ int main(int argc, char** argv) {
           return p;
         };
         tq = time_us(quant, sets, s, once);
-        tq2 = time_us([&](int i, cudaStream_t st) { launch_q8<2>(qargs(i), st); }, sets, s, once);
-        qerr = std::max(qerr, check());
-        tq4 = time_us([&](int i, cudaStream_t st) { launch_q8<4>(qargs(i), st); }, sets, s, once);
-        qerr = std::max(qerr, check());
+        tq2 = timed([&](int i, cudaStream_t st) { launch_q8<2>(qargs(i), st); }, qerr);
+        tq4 = timed([&](int i, cudaStream_t st) { launch_q8<4>(qargs(i), st); }, qerr);
         tqq = time_us([&](int i, cudaStream_t st) { quant(i, st); launch_q8<4>(qargs(i), st); }, sets, s, once);
         CK(cudaFree(q));
         CK(cudaFree(qs));
