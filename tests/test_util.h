@@ -68,10 +68,13 @@ inline OwnedTensor to_device(const Tensor& host, Device device) {
 }
 
 // An uninitialised tensor whose bytes are all 0xFF: NaN for every floating type, so an element
-// the op forgets to write fails the comparison.
+// the op forgets to write fails the comparison. The fill is finished before it returns: it runs on
+// the legacy stream, and a test that then writes the tensor on a non-blocking stream would
+// otherwise race with it (ProgrammaticLaunch's decode chain read inf under racecheck, H200).
 inline OwnedTensor poisoned(DType dtype, const std::vector<int64_t>& shape, Device device) {
   OwnedTensor t(dtype, shape, device);
   fill_bytes(t.view(), 0xFF);
+  if (device.is_cuda()) Stream{}.synchronize();
   return t;
 }
 

@@ -1,8 +1,10 @@
 // The fused GEMV on FP8 weights (gemv_fused.h: gemv_plain, gemv_rms_norm, gemv_add,
 // gemv_swiglu_add with an f8e4m3 w and its f32 scales, per 128 x 128 block or per output
 // channel), called directly, against a CPU reference written here: the weights dequantized
-// (code * scale, in fp64), the op's activations rounded as the kernel rounds them, the sum in
-// fp64, then the op's output roundings. The same check runs on 16-bit weights. Plus: every e4m3
+// (code * scale, in fp64), the op's activations rounded as the kernel rounds them (and, with
+// the e4m3 activations, quantized per row and 128 columns as moe_fp8_quantize does), the sum in
+// fp64, then the op's output roundings. Both activation settings run (exact on fewer shapes);
+// the same check runs on 16-bit weights. Plus: every e4m3
 // code decodes exactly, power-of-two scales scale the result exactly, and when the kernel
 // applies / which scale shapes it takes (these two need no GPU).
 //
@@ -16,7 +18,10 @@
 // 2^-22 per add, not 2^-24) with room to spare. With normalised prologues (rms_norm, swiglu) the
 // activation itself may round the other way when the GPU's 1 / rms or silu differs from the
 // reference's in the last fp32 bit: allowed for up to 8 elements per row, each moving its term
-// by 2 units of T's last place (8 * 2^-(p-1) * max_k |term|). A wrong block scale, a misplaced
+// by 2 units of T's last place (8 * 2^-(p-1) * max_k |term|). Quantized, such an element may also
+// change its e4m3 code (and, as a block's amax, the block's scale): allowed as up to 8 terms
+// moving by one e4m3 step (2^-3 relative), max_k |term| in all. The products of codes are exact
+// in the mma, and a block scale's product s_w * s_a is one more fp32 rounding, inside delta. A wrong block scale, a misplaced
 // column or a tail left out moves a sum by whole terms and fails by orders of magnitude; a wrong
 // decoding of small codes could hide under delta, so DecodesEveryCode checks decoding exactly.
 #include <algorithm>
@@ -32,6 +37,8 @@
 #include "braid/ops.h"
 #include "test_util.h"
 #if BRAID_WITH_CUDA
+#include <cuda_runtime.h>
+
 #include "ops/cuda/gemv/gemv_fused.h"
 #endif
 
@@ -63,6 +70,7 @@ struct Fp8Case {
   Scales scales;
   DType dtype;  // activations (and w when scales == none)
   int64_t m, n, k;
+  cuda::Fp8GemvActivations acts = cuda::Fp8GemvActivations::e4m3;
 };
 
 // plain and rms_norm write f32 at m = 3 and 9; plain, rms_norm and add take a bias at m = 1, 9.
@@ -72,22 +80,33 @@ bool has_bias(const Fp8Case& c) { return c.op != Op::swiglu_add && (c.m == 1 || 
 std::string case_name(const Fp8Case& c) {
   return std::string(op_name(c.op)) + "_" + scales_name(c.scales) + "_" +
          std::string(dtype_name(c.dtype)) + "_m" + std::to_string(c.m) + "_" + std::to_string(c.n) +
-         "x" + std::to_string(c.k) + (has_bias(c) ? "_bias" : "") + (out_f32(c) ? "_f32out" : "");
+         "x" + std::to_string(c.k) + (has_bias(c) ? "_bias" : "") + (out_f32(c) ? "_f32out" : "") +
+         (c.scales != Scales::none && c.acts == cuda::Fp8GemvActivations::exact ? "_exact" : "");
 }
 void PrintTo(const Fp8Case& c, std::ostream* os) { *os << case_name(c); }
 
 // FP8: every op, both scale layouts and activation dtypes, m in {1, 3, 9, 16} (m > 8 takes the
 // kernel's wide variant), n in {128, 200, 384, 4224} (200: a partial 16-row tile and a partial
 // 128-row scale block; 4224 = 4096 + 128: 33 scale blocks), k in {128, 512, 4096} (k = 128 and
-// 512: fewer 128-column blocks than warps). 16-bit weights: every op at m in {1, 9} on two shapes.
+// 512: fewer 128-column blocks than warps), with the e4m3 setting (which keeps these n exact:
+// too few tiles per block), plus n = 17408 (1088 tiles: quantized on GPUs of up to 136 SMs) at m
+// in {1, 9, 16}, k in {512, 4096}. Exact setting: m in {1, 9, 16}, n in {200, 4224}, k in {512,
+// 4096}. 16-bit weights: every op at m in {1, 9} on two shapes.
 std::vector<Fp8Case> fp8_cases() {
   std::vector<Fp8Case> cases;
   for (Op op : {Op::plain, Op::rms_norm, Op::add, Op::swiglu_add})
     for (Scales s : {Scales::block, Scales::channel})
-      for (DType t : {DType::bf16, DType::f16})
+      for (DType t : {DType::bf16, DType::f16}) {
         for (int64_t m : {1, 3, 9, 16})
           for (int64_t n : {128, 200, 384, 4224})
             for (int64_t k : {128, 512, 4096}) cases.push_back({op, s, t, m, n, k});
+        for (int64_t m : {1, 9, 16})
+          for (int64_t k : {512, 4096}) cases.push_back({op, s, t, m, 17408, k});
+        for (int64_t m : {1, 9, 16})
+          for (int64_t n : {200, 4224})
+            for (int64_t k : {512, 4096})
+              cases.push_back({op, s, t, m, n, k, cuda::Fp8GemvActivations::exact});
+      }
   return cases;
 }
 std::vector<Fp8Case> w16_cases() {
@@ -177,6 +196,13 @@ const Weights& weights(Scales scales, DType dtype, int64_t n, int64_t k) {
   return *slot;
 }
 
+// The activation setting for one scope (the process-wide one restored after).
+struct ActivationsScope {
+  cuda::Fp8GemvActivations saved = cuda::fp8_gemv_activations();
+  explicit ActivationsScope(cuda::Fp8GemvActivations a) { cuda::set_fp8_gemv_activations(a); }
+  ~ActivationsScope() { cuda::set_fp8_gemv_activations(saved); }
+};
+
 // ---------------------------------------------------------------------------------------------
 // The reference.
 
@@ -222,12 +248,28 @@ std::vector<float> mma_activations(Op op, DType t, const Tensor& a, const Tensor
   return h;
 }
 
+// moe_fp8_quantize's one-term definition, per row of h [m, k] and 128 columns: s = amax / 448 (1
+// where that is 0), the value e4m3(v / s) * s (exact in double).
+std::vector<double> quantized_activations(const std::vector<float>& h, int64_t m, int64_t k) {
+  std::vector<double> q(h.size());
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t b = 0; b < k; b += 128) {
+      const float* v = h.data() + i * k + b;
+      float amax = 0.0f;
+      for (int j = 0; j < 128; ++j) amax = std::max(amax, std::fabs(v[j]));
+      const float s = amax / 448.0f == 0.0f ? 1.0f : amax / 448.0f;
+      for (int j = 0; j < 128; ++j)
+        q[i * k + b + j] = static_cast<double>(f8e4m3_to_float(float_to_f8e4m3(v[j] / s))) * s;
+    }
+  return q;
+}
+
 struct RefSum {
   double sum = 0, abs_sum = 0, max_term = 0;
 };
 
 // sum_c h[i, c] * value[j, c] * scale(j, c) for all (i, j), in fp64, over the machine's threads.
-std::vector<RefSum> reference_sums(const std::vector<float>& h, const Weights& w, int64_t m) {
+std::vector<RefSum> reference_sums(const std::vector<double>& h, const Weights& w, int64_t m) {
   const int64_t n = w.n, k = w.k;
   std::vector<RefSum> out(static_cast<size_t>(m * n));
   auto work = [&](int64_t j0, int64_t j1) {
@@ -235,11 +277,11 @@ std::vector<RefSum> reference_sums(const std::vector<float>& h, const Weights& w
     for (int64_t j = j0; j < j1; ++j) {
       for (int64_t c = 0; c < k; ++c) s[c] = w.value[j * k + c] * w.scale_at(j, c);  // exact
       for (int64_t i = 0; i < m; ++i) {
-        const float* hi = h.data() + i * k;
+        const double* hi = h.data() + i * k;
         double sum[4] = {}, abs_sum[4] = {}, max_term = 0;
         for (int64_t c = 0; c < k; c += 4)
           for (int u = 0; u < 4; ++u) {
-            const double term = static_cast<double>(hi[c + u]) * s[c + u];
+            const double term = hi[c + u] * s[c + u];
             sum[u] += term;
             abs_sum[u] += std::fabs(term);
             max_term = std::max(max_term, std::fabs(term));
@@ -271,6 +313,9 @@ void run_case(const Fp8Case& c) {
   const DType t = c.dtype, out_t = out_f32(c) ? DType::f32 : t;
   const Weights& w = weights(c.scales, t, c.n, c.k);
   const float eps = 1e-6f;
+  ActivationsScope setting(c.acts);
+  const bool quantized = c.scales != Scales::none && cuda::gemv_fp8_quantizes(c.m, c.n, c.k);
+  ::testing::Test::RecordProperty("quantized", quantized ? "yes" : "no");
 
   const int64_t a_cols = c.op == Op::swiglu_add ? 2 * c.k : c.k;
   const float a_range = c.op == Op::rms_norm ? 2.0f : c.op == Op::swiglu_add ? 3.0f : 1.0f;
@@ -295,10 +340,11 @@ void run_case(const Fp8Case& c) {
   const std::vector<float> got = to_floats(out);  // synchronises
 
   const std::vector<float> h = mma_activations(c.op, t, a, nw, eps, c.m, c.k);
-  const std::vector<RefSum> ref = reference_sums(h, w, c.m);
+  const std::vector<RefSum> ref =
+      reference_sums(quantized ? quantized_activations(h, c.m, c.k) : std::vector<double>(h.begin(), h.end()), w, c.m);
   const double chain = (static_cast<double>(c.k) / 128.0 + 32.0) * std::ldexp(1.0, -22);
   const bool normalised = c.op == Op::rms_norm || c.op == Op::swiglu_add;
-  const double flip = normalised ? 8.0 * std::ldexp(1.0, t == DType::bf16 ? -7 : -10) : 0.0;
+  const double flip = !normalised ? 0.0 : quantized ? 1.0 : 8.0 * std::ldexp(1.0, t == DType::bf16 ? -7 : -10);
   int failures = 0;
   double worst = 0;  // largest |error| / bound
   for (int64_t i = 0; i < c.m; ++i)
@@ -333,17 +379,37 @@ INSTANTIATE_TEST_SUITE_P(Fp8, GemvFp8Diff, ::testing::ValuesIn(fp8_cases()),
 INSTANTIATE_TEST_SUITE_P(Weights16, GemvFp8Diff, ::testing::ValuesIn(w16_cases()),
                          [](const auto& info) { return case_name(info.param); });
 
+// Which products quantize (gemv_fused.h): n with at least 4 tiles of 16 rows per block of a grid
+// of two blocks per SM, and m rows of k codes within the 96 KB of shared memory; none with the
+// exact setting.
+TEST(GemvFp8, QuantizesWhereEachBlockHasFourTiles) {
+  BRAID_REQUIRE_CUDA();
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  const int64_t n = 16 * 4 * 2 * int64_t{sms};  // the smallest n that quantizes
+  ActivationsScope setting(cuda::Fp8GemvActivations::e4m3);
+  EXPECT_TRUE(cuda::gemv_fp8_quantizes(1, n, 4096));
+  EXPECT_FALSE(cuda::gemv_fp8_quantizes(1, n - 16, 4096));
+  EXPECT_TRUE(cuda::gemv_fp8_quantizes(16, n, 4096));
+  EXPECT_TRUE(cuda::gemv_fp8_quantizes(6, n, 14336));   // 6 x 14400 + 7168 bytes
+  EXPECT_FALSE(cuda::gemv_fp8_quantizes(7, n, 14336));  // past 96 KB
+  EXPECT_FALSE(cuda::gemv_fp8_quantizes(17, n, 4096));
+  cuda::set_fp8_gemv_activations(cuda::Fp8GemvActivations::exact);
+  EXPECT_FALSE(cuda::gemv_fp8_quantizes(1, n, 4096));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Exactness.
 
-// Every e4m3 code but the two NaNs decodes to its exact value in both activation dtypes, in
-// every byte position of a lane's 16-byte load: w[r, c] = code (r + c) mod 256 (NaN codes: 0),
-// and activation row i is one-hot at column 17 i (byte i of a load), so out[i, r] =
-// value(w[r, 17 i]) * 1, exactly (f32 out, scales of 1, both layouts).
+// Every e4m3 code but the two NaNs decodes to its exact value in both activation dtypes and
+// settings, in every byte position of a lane's 16-byte load: w[r, c] = code (r + c) mod 256 (NaN
+// codes: 0; n large enough for the e4m3 setting to quantize), and activation row i is one-hot at
+// column 17 i (byte i of a load) with the value 448 (an e4m3 value whose block quantizes with
+// scale 1), so out[i, r] = value(w[r, 17 i]) * 448, exactly (f32 out, scales of 1, both layouts).
 TEST(GemvFp8, DecodesEveryCode) {
   BRAID_REQUIRE_CUDA();
   const Device gpu = Device::cuda(0);
-  const int64_t m = 16, n = 256, k = 256;
+  const int64_t m = 16, n = 17408, k = 256;  // n: enough tiles to quantize (QuantizesWhere...)
   OwnedTensor w(DType::f8e4m3, {n, k}, Device::cpu());
   uint8_t* q = w.view().ptr<uint8_t>();
   for (int64_t r = 0; r < n; ++r)
@@ -352,23 +418,27 @@ TEST(GemvFp8, DecodesEveryCode) {
       q[r * k + c] = (code & 0x7f) == 0x7f ? 0 : code;
     }
   OwnedTensor dw = to_device(w, gpu);
+  for (auto acts : {cuda::Fp8GemvActivations::e4m3, cuda::Fp8GemvActivations::exact})
   for (Scales layout : {Scales::block, Scales::channel}) {
-    OwnedTensor scale(DType::f32, layout == Scales::block ? std::vector<int64_t>{2, 2} : std::vector<int64_t>{n, 1},
-                      Device::cpu());
+    ActivationsScope setting(acts);
+    const std::vector<int64_t> shape = layout == Scales::block ? std::vector<int64_t>{n / 128, k / 128}
+                                                               : std::vector<int64_t>{n, 1};
+    OwnedTensor scale(DType::f32, shape, Device::cpu());
     std::fill_n(scale.view().ptr<float>(), scale.view().numel(), 1.0f);
     OwnedTensor dscale = to_device(scale, gpu);
     for (DType t : {DType::bf16, DType::f16}) {
-      SCOPED_TRACE(std::string(scales_name(layout)) + " " + std::string(dtype_name(t)));
+      SCOPED_TRACE(std::string(scales_name(layout)) + " " + std::string(dtype_name(t)) +
+                   (acts == cuda::Fp8GemvActivations::exact ? " exact" : " e4m3"));
       OwnedTensor a(t, {m, k}, Device::cpu());
       for (int64_t i = 0; i < m * k; ++i) store_from_float(a.data(), t, i, 0.0f);
-      for (int64_t i = 0; i < m; ++i) store_from_float(a.data(), t, i * k + 17 * i, 1.0f);
+      for (int64_t i = 0; i < m; ++i) store_from_float(a.data(), t, i * k + 17 * i, 448.0f);
       OwnedTensor da = to_device(a, gpu), out = poisoned(DType::f32, {m, n}, gpu);
       cuda::gemv_plain(da, dw, dscale, Tensor{}, out, {});
       const std::vector<float> got = to_floats(out);
       int wrong = 0;
       for (int64_t i = 0; i < m; ++i)
         for (int64_t r = 0; r < n; ++r) {
-          const float expected = f8e4m3_to_float(q[r * k + 17 * i]);
+          const float expected = f8e4m3_to_float(q[r * k + 17 * i]) * 448.0f;
           if (got[i * n + r] != expected && ++wrong <= 5)
             ADD_FAILURE() << "code 0x" << std::hex << int(q[r * k + 17 * i]) << std::dec
                           << " (row " << r << ", activation row " << i << "): " << got[i * n + r]
@@ -382,13 +452,13 @@ TEST(GemvFp8, DecodesEveryCode) {
 // Power-of-two scales scale the fp32 sums exactly, so gemv_plain (f32 out) with scales 2^e must
 // give 2^e times its result with scales of 1, bit for bit: per channel 2^(r mod 5 - 2) (applied
 // in the epilogue), and per block one 2^3 for every block (applied to each run's sum), in every
-// op's kernel variant that gemv_plain reaches (m <= 8 and m > 8).
+// op's kernel variant that gemv_plain reaches (m <= 8 and m > 8), in both activation settings.
 TEST(GemvFp8, PowerOfTwoScalesAreExact) {
   BRAID_REQUIRE_CUDA();
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   const Device gpu = Device::cuda(0);
-  const Weights& w8 = weights(Scales::block, DType::bf16, 384, 4096);  // its codes, other scales
+  const Weights& w8 = weights(Scales::block, DType::bf16, 17408, 4096);  // its codes, other scales
   const int64_t n = w8.n, k = w8.k;
   auto scales = [&](std::vector<int64_t> shape, auto value) {
     OwnedTensor s(DType::f32, shape, Device::cpu());
@@ -399,9 +469,12 @@ TEST(GemvFp8, PowerOfTwoScalesAreExact) {
   OwnedTensor ch2 = scales({n, 1}, [](int64_t r) { return std::ldexp(1.0f, static_cast<int>(r % 5) - 2); });
   OwnedTensor bl1 = scales({n / 128, k / 128}, [](int64_t) { return 1.0f; });
   OwnedTensor bl2 = scales({n / 128, k / 128}, [](int64_t) { return 8.0f; });
+  for (auto acts : {cuda::Fp8GemvActivations::e4m3, cuda::Fp8GemvActivations::exact})
   for (DType t : {DType::bf16, DType::f16})
     for (int64_t m : {3, 16}) {
-      SCOPED_TRACE(std::string(dtype_name(t)) + " m " + std::to_string(m));
+      ActivationsScope setting(acts);
+      SCOPED_TRACE(std::string(dtype_name(t)) + " m " + std::to_string(m) +
+                   (acts == cuda::Fp8GemvActivations::exact ? " exact" : " e4m3"));
       OwnedTensor a = to_device(random_host(t, {m, k}, seed, -2.0f, 2.0f), gpu);
       auto run = [&](const Tensor& s) {
         OwnedTensor out = poisoned(DType::f32, {m, n}, gpu);

@@ -4,7 +4,8 @@
 // Both are timed as CUDA-graph replays (what a decode step does) over rotating input sets that
 // together exceed twice the L2, so w comes from DRAM every time. --fp8 adds the fused kernel's
 // fp8 path (gemv_plain on e4m3 weights with 128 x 128 block scales, bf16 activations) on the
-// same shapes and Llama-3.1-8B's.
+// same shapes and Llama-3.1-8B's, in both activation settings (gemv_fused.h): quantized to e4m3
+// on the fp8 tensor cores (the default, gemv_fp8_braid) and exact (gemv_fp8_exact_braid).
 #include "bench/suites/gemv.h"
 
 #include <CLI/CLI.hpp>
@@ -352,30 +353,38 @@ void measure_fp8_case(const Case& c, bool quick, const DeviceInfo& info, Device 
     throw Error(ErrorKind::internal, "bench gemv: " + case_params(c) + ": fp8 GEMV does not apply");
   ops::gemm(a[0], src, Tensor{}, ref);
 
-  const Stats st = time_launches(
-      [&](int i, Stream s) { cuda::gemv_plain(a[i], w[i], scale[i], Tensor{}, out[i], s); }, cfg);
-  const std::vector<float> got = host_floats(out[0]), want = host_floats(ref);
-  ErrorAccumulator acc;
-  for (size_t j = 0; j < got.size(); ++j)
-    if (!std::isfinite(got[j]))
-      throw Error(ErrorKind::internal, fmt::format("bench gemv: {} fp8: output element {} is not "
-                                                   "finite after timing", case_params(c), j));
-  const std::vector<double> want64(want.begin(), want.end());
-  acc.add(got.data(), want64.data(), static_cast<int64_t>(got.size()));
-  Accuracy accuracy;
-  accuracy.error = acc.summary();
-  accuracy.reference = "bf16 GEMV on the weights before fp8 quantization (set 0)";
-  accuracy.rel_l2_tolerance = 0.1;
-  if (!accuracy.passed())
-    throw Error(ErrorKind::internal,
-                fmt::format("bench gemv: {} fp8: relative difference {:.3g} from the bf16 product",
-                            case_params(c), accuracy.error.rel_l2));
-  ResultRow row = make_row("gemv_fp8_braid", c, cfg, st,
-                           fmt::format("e4m3, 128x128 block scales; diff vs bf16 weights {:.1e}",
-                                       accuracy.error.rel_l2));
-  row.bytes = fp8_bytes(c);
-  row.accuracy = accuracy;
-  add(std::move(row));
+  const cuda::Fp8GemvActivations saved = cuda::fp8_gemv_activations();
+  for (auto acts : {cuda::Fp8GemvActivations::e4m3, cuda::Fp8GemvActivations::exact}) {
+    cuda::set_fp8_gemv_activations(acts);
+    const bool exact = acts == cuda::Fp8GemvActivations::exact;
+    const bool quantized = cuda::gemv_fp8_quantizes(c.m, c.p.n, c.p.k);
+    const Stats st = time_launches(
+        [&](int i, Stream s) { cuda::gemv_plain(a[i], w[i], scale[i], Tensor{}, out[i], s); }, cfg);
+    cuda::set_fp8_gemv_activations(saved);
+    const std::vector<float> got = host_floats(out[0]), want = host_floats(ref);
+    ErrorAccumulator acc;
+    for (size_t j = 0; j < got.size(); ++j)
+      if (!std::isfinite(got[j]))
+        throw Error(ErrorKind::internal, fmt::format("bench gemv: {} fp8: output element {} is not "
+                                                     "finite after timing", case_params(c), j));
+    const std::vector<double> want64(want.begin(), want.end());
+    acc.add(got.data(), want64.data(), static_cast<int64_t>(got.size()));
+    Accuracy accuracy;
+    accuracy.error = acc.summary();
+    accuracy.reference = "bf16 GEMV on the weights before fp8 quantization (set 0)";
+    accuracy.rel_l2_tolerance = 0.1;
+    if (!accuracy.passed())
+      throw Error(ErrorKind::internal,
+                  fmt::format("bench gemv: {} fp8: relative difference {:.3g} from the bf16 product",
+                              case_params(c), accuracy.error.rel_l2));
+    ResultRow row = make_row(exact ? "gemv_fp8_exact_braid" : "gemv_fp8_braid", c, cfg, st,
+                             fmt::format("e4m3 w, 128x128 block scales, {} activations; diff vs "
+                                         "bf16 weights {:.1e}", quantized ? "e4m3" : "bf16",
+                                         accuracy.error.rel_l2));
+    row.bytes = fp8_bytes(c);
+    row.accuracy = accuracy;
+    add(std::move(row));
+  }
 }
 
 // One line per case: both times, rates, % of the copy ceiling and the speed-up.
@@ -407,12 +416,14 @@ std::string summary(const Report& run) {
     const ResultRow* f = find("gemv_fp8_braid", case_params(c));
     if (!f) continue;
     if (!fp8_header)
-      out += fmt::format("\n{:<32} {:>9} {:>8} {:>6} {:>9} {:>8}\n", "case (fp8 w)", "fp8 us",
-                         "GB/s", "%copy", "bf16 us", "speed-up");
+      out += fmt::format("\n{:<32} {:>9} {:>8} {:>6} {:>9} {:>9} {:>8}\n", "case (fp8 w)",
+                         "fp8 us", "GB/s", "%copy", "exact us", "bf16 us", "speed-up");
     fp8_header = true;
     const ResultRow* b = find("gemv_braid", case_params(c));
-    out += fmt::format("{:<32} {:>9} {:>8.0f} {:>6} {:>9} {:>8}\n", case_params(c),
+    const ResultRow* e = find("gemv_fp8_exact_braid", case_params(c));
+    out += fmt::format("{:<32} {:>9} {:>8.0f} {:>6} {:>9} {:>9} {:>8}\n", case_params(c),
                        format_us(f->stats.median_us), achieved_gbps(*f).value_or(0), pct(*f),
+                       e ? format_us(e->stats.median_us) : std::string("-"),
                        b ? format_us(b->stats.median_us) : std::string("-"),
                        b ? fmt::format("{:.2f}x", b->stats.median_us / f->stats.median_us)
                          : std::string("-"));

@@ -132,9 +132,8 @@ void gemm_fp8_blocks(const Tensor& a, const Tensor& w, const Tensor& w_scale, co
   const int64_t m = a.size(0), k = a.size(1), n = w.size(0);
   const bool block_scales = check::scale_blocks({w, w_scale}).rows == kBlock;
   // k of 128 or 256: the GEMV, 16 rows at a time. cuBLASLt takes these k too (with the padded
-  // scales below), but such layers are too small to bind any model, and the GEMV's products are
-  // exact where cuBLASLt's quantize the activations: the tiny test models, made of such layers,
-  // keep exact CUDA-against-CPU comparisons.
+  // scales below), but such layers are too small to bind any model, and the GEMV can keep its
+  // products exact (BRAID_FP8_GEMV=exact) where cuBLASLt's always quantize the activations.
   if (k < kSmallestCublasK && gemv_fused_applicable(a.slice(0, 0, std::min<int64_t>(m, 16)), k, w)) {
     for (int64_t r = 0; r < m; r += 16) {
       const int64_t e = std::min(m, r + 16);

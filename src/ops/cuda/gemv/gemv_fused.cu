@@ -36,7 +36,9 @@
 //     the weight loads).
 // The 16-bit kernels are the WFormat::native instantiations, untouched by this.
 
+#include <atomic>
 #include <climits>
+#include <cstdlib>
 #include <string>
 #include <type_traits>
 
@@ -45,116 +47,21 @@
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/gemv/gemv_device.cuh"
 #include "ops/cuda/gemv/gemv_fused.h"
+#include "ops/cuda/gemv/gemv_fused_device.cuh"
 #include "ops/cuda/pdl.cuh"
 
 namespace braid::cuda {
 
 namespace {
 
+using namespace gemv_fused;
 using gemv_device::load_weights;
 using gemv_device::mma;
-
-constexpr int kTileRows = 16;  // rows of w per block
-constexpr int kStepCols = 32;  // columns per step: 4 lanes x 8
-constexpr int kWarps = 8;      // per block, each a slice of k
-constexpr int kMaxRows = 16;   // activation rows
-
-enum class Prologue { none, rms_norm, swiglu };
 
 // 32-column steps in one group of loads (the kernel's kUnroll; fp8 takes half as many 64-column
 // steps): swiglu's two activation loads per row halve it when both rows are live, to stay inside
 // the 128 registers of 2 blocks per SM.
 constexpr int group_steps(Prologue p, bool wide) { return (p == Prologue::swiglu && wide) ? 2 : 4; }
-
-// How w is stored: in the activations' dtype, or e4m3 with one scale per output channel (applied
-// in the epilogue) or per 128 x 128 block (applied per 128 columns in the loop).
-enum class WFormat { native, fp8_channel, fp8_block };
-
-constexpr int kFp8Block = 128;                              // columns (and rows) of a scale block
-constexpr int kFp8StepCols = 64;                            // fp8 step: 4 lanes x 16
-constexpr int kStepsPerScale = kFp8Block / kFp8StepCols;    // 2 fp8 steps per 128-column block
-
-struct FusedArgs {
-  const void* a;            // activations; swiglu: [gate | up], up at column k
-  const void* w;            // [n, k]
-  const void* bias;         // null for none; out's dtype
-  const void* norm_weight;  // rms_norm: [k]
-  void* out;                // [m, n]; the residual when add_to_out
-  int64_t lda, ldo;         // row strides in elements (0 when m = 1)
-  int m, n, k;
-  int steps_per_slice;      // 32-column steps per warp
-  float eps;
-  bool out_f32, add_to_out;
-  unsigned long long* argmax_keys;  // argmax epilogue (out unused): keys [m, blocks]
-  const float* w_scale;     // fp8: [n] per channel, or [ceil(n / 128), k / 128] per block
-};
-
-// 16 bytes of activations (every warp of the SM reads them: through L1); zeros when !pred.
-__device__ __forceinline__ uint4 load_activations(const uint4* p, bool pred) {
-  return pred ? __ldg(p) : make_uint4(0, 0, 0, 0);
-}
-
-// Eight elements of T in a uint4, as values.
-template <typename T>
-union Pack8 {
-  uint4 u;
-  T v[8];
-};
-
-// rms_norm's rounding: n = to_dtype(x * inv_rms), out = to_dtype(weight * n).
-template <typename T>
-__device__ __forceinline__ uint4 rms_transform(uint4 x, uint4 weight, float inv_rms) {
-  Pack8<T> xv, wv, r;
-  xv.u = x;
-  wv.u = weight;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const T n = from_float<T>(to_float(xv.v[i]) * inv_rms);
-    r.v[i] = from_float<T>(to_float(wv.v[i]) * to_float(n));
-  }
-  return r.u;
-}
-
-// silu_mul's rounding: to_dtype(silu(g) * u), in fp32. Every block recomputes the whole row's
-// silu, and a warp pays for all 32 lanes whatever m is, so this must be a handful of instructions:
-// expf and an IEEE division (silu_mul's kernel) made the fused op 3.6x slower than the unfused
-// pair on the H100 (docs/perf/gemv_fused.md). __expf and __fdividef differ from them by a few
-// fp32 ulps, far below the one rounding to f16/bf16 that follows; for g < -88, 1 + e^-g is inf
-// and __fdividef gives -0, the limit of silu.
-template <typename T>
-__device__ __forceinline__ uint4 swiglu_transform(uint4 gate, uint4 up) {
-  Pack8<T> gv, uv, r;
-  gv.u = gate;
-  uv.u = up;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const float g = to_float(gv.v[i]);
-    r.v[i] = from_float<T>(__fdividef(g, 1.0f + __expf(-g)) * to_float(uv.v[i]));
-  }
-  return r.u;
-}
-
-__device__ __forceinline__ void zero(float (&v)[2][4]) {
-#pragma unroll
-  for (int r = 0; r < 2; ++r)
-#pragma unroll
-    for (int j = 0; j < 4; ++j) v[r][j] = 0.0f;
-}
-
-template <typename T>
-__device__ __forceinline__ void store_out(const FusedArgs& p, int row, int col, float v) {
-  if (p.out_f32) {
-    if (p.bias) v += static_cast<const float*>(p.bias)[col];
-    static_cast<float*>(p.out)[row * p.ldo + col] = v;
-    return;
-  }
-  if (p.bias) v += to_float(static_cast<const T*>(p.bias)[col]);
-  T* o = static_cast<T*>(p.out) + row * p.ldo + col;
-  if (p.add_to_out)
-    *o = from_float<T>(to_float(*o) + to_float(from_float<T>(v)));
-  else
-    *o = from_float<T>(v);
-}
 
 // An argmax key: the value's bits mapped to an unsigned order (NaN highest, -0 as +0) above the
 // complement of the index (lower index, larger key). 0 is below every real key.
@@ -279,19 +186,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_fused_kernel(FusedArgs p)
 
   float scale_lo = 0.0f, scale_hi = 0.0f;
   if constexpr (P == Prologue::rms_norm) {
-    // Warp r takes rows r and r + 8: fp32 sum of squares, as rms_norm's kernel.
-    for (int row = warp; row < p.m; row += kWarps) {
-      const uint4* xr = reinterpret_cast<const uint4*>(a + row * p.lda);
-      float ss = 0.0f;
-      for (int c = lane; c < chunks; c += 32) {
-        Pack8<T> xv;
-        xv.u = __ldg(xr + c);
-#pragma unroll
-        for (int i = 0; i < 8; ++i) ss += to_float(xv.v[i]) * to_float(xv.v[i]);
-      }
-      ss = warp_sum(ss);
-      if (lane == 0) inv_rms[row] = rsqrtf(ss / static_cast<float>(p.k) + p.eps);
-    }
+    rows_inv_rms<T>(p, inv_rms);
     __syncthreads();
 
     scale_lo = has_lo ? inv_rms[g] : 0.0f;
@@ -443,7 +338,9 @@ FusedArgs make_args(const Tensor& a, int64_t k, const Tensor& w, const Tensor& b
   const int step_cols = format == WFormat::native ? kStepCols : kFp8StepCols;
   const int steps = (p.k + step_cols - 1) / step_cols;
   p.steps_per_slice = (steps + kWarps - 1) / kWarps;
-  if (format == WFormat::fp8_block)  // whole 128-column blocks per warp (k % 128 == 0)
+  // fp8: whole 128-column blocks per warp (k % 128 == 0), for the weights' block scales and the
+  // quantized path's activation scales.
+  if (format != WFormat::native)
     p.steps_per_slice = (p.steps_per_slice + kStepsPerScale - 1) / kStepsPerScale * kStepsPerScale;
   if (format != WFormat::native) p.w_scale = static_cast<const float*>(w_scale.data);
   return p;
@@ -477,6 +374,11 @@ void launch_as(const FusedArgs& p, DType dtype, cudaStream_t s) {
 template <Prologue P>
 void launch(const FusedArgs& p, DType dtype, Stream stream, WFormat format = WFormat::native) {
   auto s = static_cast<cudaStream_t>(stream.handle);
+  if (format != WFormat::native && gemv_fp8_quantizes(p.m, p.n, p.k)) {
+    launch_fp8_quantized(p, P, format, dtype, s);
+    BRAID_CUDA_CHECK_LAUNCH();
+    return;
+  }
   switch (format) {
     case WFormat::native: launch_as<P, WFormat::native>(p, dtype, s); break;
     case WFormat::fp8_channel: launch_as<P, WFormat::fp8_channel>(p, dtype, s); break;
@@ -485,7 +387,21 @@ void launch(const FusedArgs& p, DType dtype, Stream stream, WFormat format = WFo
   BRAID_CUDA_CHECK_LAUNCH();
 }
 
+std::atomic<Fp8GemvActivations>& fp8_activations_setting() {
+  static std::atomic<Fp8GemvActivations> setting{[] {
+    const char* v = std::getenv("BRAID_FP8_GEMV");
+    return v && std::string(v) == "exact" ? Fp8GemvActivations::exact : Fp8GemvActivations::e4m3;
+  }()};
+  return setting;
+}
+
 }  // namespace
+
+Fp8GemvActivations fp8_gemv_activations() { return fp8_activations_setting().load(); }
+void set_fp8_gemv_activations(Fp8GemvActivations a) { fp8_activations_setting().store(a); }
+bool gemv_fp8_quantizes(int64_t m, int64_t n, int64_t k) {
+  return fp8_gemv_activations() == Fp8GemvActivations::e4m3 && fp8_quantized_takes(m, n, k);
+}
 
 bool gemv_fused_applicable(const Tensor& a, int64_t k, const Tensor& w) {
   if (!a.device.is_cuda() || (a.dtype != DType::f16 && a.dtype != DType::bf16)) return false;

@@ -13,9 +13,20 @@
 // with f32 scales w_scale, contiguous, either per 128 x 128 block, [ceil(n / 128), k / 128]
 // (value = w[r, c] * w_scale[r / 128, c / 128]), or per output channel, [n, 1] (value = w[r, c] *
 // w_scale[r, 0]); the layout is read from w_scale's shape, and one that fits neither throws
-// braid::Error. The activations stay f16/bf16: the product is sum_c a[., c] * (w[r, c] *
-// scale(r, c)) in fp32 (the order of the sum aside), with every other rounding as for 16-bit
-// weights. For 16-bit w (w's dtype is the activations'), w_scale is ignored: pass Tensor{}.
+// braid::Error. The activations a (after the prologue, rounded to their dtype as above) enter
+// the product one of two ways (fp8_gemv_activations):
+//   - e4m3 (the default): quantized per row and 128 columns as moe_fp8_quantize does with one
+//     term (s = amax / 448, q = e4m3(a / s)), as the prompt path's fp8 GEMM and DeepSeek-V3's
+//     recipe quantize them; the product is sum over 128-column blocks of s_a * scale(r, c) * sum_c
+//     q[., c] * w[r, c] in fp32, on the fp8 tensor cores (gemv_fp8_quantized.cu). Taken where
+//     gemv_fp8_quantizes(m, n, k): m rows of k codes fit a block's shared memory, and n is large
+//     enough that each block's quantization is shared by 4 or more 16-row tiles (on an H100 or
+//     H200, n >= 16,896: Llama-3.1-8B's gate_up, not its qkv, o or down); elsewhere exact, which
+//     is faster there.
+//   - exact (BRAID_FP8_GEMV=exact in the environment, or set_fp8_gemv_activations): the
+//     activations stay f16/bf16, the product is sum_c a[., c] * (w[r, c] * scale(r, c)) in fp32
+//     (the order of the sum aside), with every other rounding as for 16-bit weights.
+// For 16-bit w (w's dtype is the activations'), w_scale is ignored: pass Tensor{}.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +41,14 @@ namespace braid::cuda {
 // k % 8 == 0, a and w 16-byte aligned, a's row stride a multiple of 16 bytes (any when m = 1);
 // w of a's dtype, or f8e4m3 with k % 128 == 0 (whole scale blocks per warp).
 bool gemv_fused_applicable(const Tensor& a, int64_t k, const Tensor& w);
+
+// How the fp8-weight products treat their activations (above); process-wide.
+enum class Fp8GemvActivations { e4m3, exact };
+Fp8GemvActivations fp8_gemv_activations();
+void set_fp8_gemv_activations(Fp8GemvActivations activations);
+// True when an fp8-weight product of m activation rows, k columns and n output columns quantizes
+// them (above; needs the current CUDA device).
+bool gemv_fp8_quantizes(int64_t m, int64_t n, int64_t k);
 
 // out = gemm(rms_norm(x, norm_weight, eps), w, bias); out in x's dtype or f32. norm_weight must
 // be 16-byte aligned too.
