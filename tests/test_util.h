@@ -10,6 +10,10 @@
 #include <string>
 #include <vector>
 
+#if BRAID_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
 #include "braid/buffer.h"
 #include "braid/error.h"
 #include "braid/tensor.h"
@@ -74,7 +78,10 @@ inline OwnedTensor to_device(const Tensor& host, Device device) {
 inline OwnedTensor poisoned(DType dtype, const std::vector<int64_t>& shape, Device device) {
   OwnedTensor t(dtype, shape, device);
   fill_bytes(t.view(), 0xFF);
-  if (device.is_cuda()) Stream{}.synchronize();
+#if BRAID_WITH_CUDA
+  if (device.is_cuda() && cudaStreamSynchronize(nullptr) != cudaSuccess)
+    throw Error(ErrorKind::internal, "poisoned: the legacy stream's fill failed");
+#endif
   return t;
 }
 
