@@ -34,7 +34,9 @@
 //     number of 128-column blocks; the mmas of the steps of one block go into a zeroed `part`
 //     and `acc += scale * part` closes the block (one uniform 4-byte load per block, issued with
 //     the weight loads).
-// The 16-bit kernels are the WFormat::native instantiations, untouched by this.
+// The 16-bit kernels are the WFormat::native instantiations, untouched by this. Where
+// gemv_fp8_quantizes (the e4m3 activation setting, and n wide enough), fp8 products go to
+// gemv_fp8_quantized.cu's kernel instead (launch, below), on the fp8 tensor cores.
 
 #include <atomic>
 #include <climits>
