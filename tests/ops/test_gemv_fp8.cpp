@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "braid/ops.h"
+#include "ops/cpu/cpu_ops.h"
 #include "test_util.h"
 #if BRAID_WITH_CUDA
 #include <cuda_runtime.h>
@@ -248,18 +249,16 @@ std::vector<float> mma_activations(Op op, DType t, const Tensor& a, const Tensor
   return h;
 }
 
-// moe_fp8_quantize's one-term definition, per row of h [m, k] and 128 columns: s = amax / 448 (1
-// where that is 0), the value e4m3(v / s) * s (exact in double).
+// h [m, k] quantized per row and 128 columns by moe_fp8_quantize's one-term definition (the CPU
+// reference's block quantizer), as the values code * s (exact in double).
 std::vector<double> quantized_activations(const std::vector<float>& h, int64_t m, int64_t k) {
   std::vector<double> q(h.size());
+  uint8_t codes[128];
   for (int64_t i = 0; i < m; ++i)
     for (int64_t b = 0; b < k; b += 128) {
-      const float* v = h.data() + i * k + b;
-      float amax = 0.0f;
-      for (int j = 0; j < 128; ++j) amax = std::max(amax, std::fabs(v[j]));
-      const float s = amax / 448.0f == 0.0f ? 1.0f : amax / 448.0f;
-      for (int j = 0; j < 128; ++j)
-        q[i * k + b + j] = static_cast<double>(f8e4m3_to_float(float_to_f8e4m3(v[j] / s))) * s;
+      float s = 0.0f;
+      cpu::fp8_quantize_block(h.data() + i * k + b, 1, codes, 0, &s, 0);
+      for (int j = 0; j < 128; ++j) q[i * k + b + j] = static_cast<double>(f8e4m3_to_float(codes[j])) * s;
     }
   return q;
 }

@@ -210,14 +210,6 @@ struct QArgs {
   int n, k, steps_per_slice;
 };
 
-__device__ __forceinline__ void mma_e4m3(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 "
-      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
 template <int kGroup>
 __global__ void __launch_bounds__(256, 2) gemv_q8_kernel(QArgs p) {
   __shared__ float partial[8][256];
@@ -268,8 +260,8 @@ __global__ void __launch_bounds__(256, 2) gemv_q8_kernel(QArgs p) {
           for (int j = 0; j < 4; ++j) part[r][j] = 0.0f;
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        mma_e4m3(part[r], xl[u].x, 0u, xl[u].y, 0u, wv[u][r].x, wv[u][r].y);
-        mma_e4m3(part[r], xl[u].z, 0u, xl[u].w, 0u, wv[u][r].z, wv[u][r].w);
+        braid::cuda::gemv_device::mma_e4m3(part[r], xl[u].x, 0u, xl[u].y, 0u, wv[u][r].x, wv[u][r].y);
+        braid::cuda::gemv_device::mma_e4m3(part[r], xl[u].z, 0u, xl[u].w, 0u, wv[u][r].z, wv[u][r].w);
       }
       if (u % 2 == 1)
 #pragma unroll

@@ -88,6 +88,17 @@ __device__ __forceinline__ void mma(float (&d)[4], uint32_t a0, uint32_t a1, uin
   }
 }
 
+// d += A * B for one m16n8k32 tile of e4m3 codes (4 to a register), fp32 accumulation; the
+// fragments as PTX lays them out. The quantized fp8 GEMV (gemv_fp8_quantized.cu) feeds it the
+// weights as loaded.
+__device__ __forceinline__ void mma_e4m3(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
 // A warp's two m16n8 accumulators (16 rows of w, activation rows g and g + 8) into its slice of
 // the block's partial sums, element [column in the tile * 16 + activation row]; rows past m are
 // left unwritten (never read).

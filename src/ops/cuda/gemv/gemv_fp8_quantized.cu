@@ -49,18 +49,10 @@ constexpr int kBlocksPerSm = 2;
 // 1-2 tiles a block 9-15 % slower than it; docs/perf/fp8.md).
 constexpr int kMinTilesPerBlock = 4;
 
-int tiles_of(int64_t n) { return static_cast<int>((n + kTileRows - 1) / kTileRows); }
+__host__ __device__ constexpr int tiles_of(int64_t n) { return static_cast<int>((n + kTileRows - 1) / kTileRows); }
 
 __host__ __device__ constexpr int codes_stride(int k) { return k + kRowPad; }
 constexpr int smem_bytes(int m, int k) { return m * codes_stride(k) + kScaleRows * (k / kFp8Block) * 4; }
-
-__device__ __forceinline__ void mma_e4m3(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                         uint32_t a3, uint32_t b0, uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 "
-      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 
 // The prologue's step 1: codes [m][stride] and scales [k / 128][16] into shared memory. Thread i
 // of a pass takes one 8-column chunk; a 128-column block is 16 consecutive chunks, so 16
@@ -110,7 +102,7 @@ __global__ void __launch_bounds__(kWarps * 32, kBlocksPerSm) gemv_fp8_quantized_
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
-  const int tiles = (p.n + kTileRows - 1) / kTileRows, blocks_k = p.k / kFp8Block;
+  const int tiles = tiles_of(p.n), blocks_k = p.k / kFp8Block;
   const int step_begin = warp * p.steps_per_slice;
   const int step_end = min(p.k / kFp8StepCols, step_begin + p.steps_per_slice);
   const int stride = codes_stride(p.k);
@@ -178,8 +170,8 @@ __global__ void __launch_bounds__(kWarps * 32, kBlocksPerSm) gemv_fp8_quantized_
         if (u % kStepsPerScale == 0) zero(part);
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-          mma_e4m3(part[r], xl[u].x, xh[u].x, xl[u].y, xh[u].y, wv[u][r].x, wv[u][r].y);
-          mma_e4m3(part[r], xl[u].z, xh[u].z, xl[u].w, xh[u].w, wv[u][r].z, wv[u][r].w);
+          gemv_device::mma_e4m3(part[r], xl[u].x, xh[u].x, xl[u].y, xh[u].y, wv[u][r].x, wv[u][r].y);
+          gemv_device::mma_e4m3(part[r], xl[u].z, xh[u].z, xl[u].w, xh[u].w, wv[u][r].z, wv[u][r].w);
         }
         if (u % kStepsPerScale == kStepsPerScale - 1) {
           const float lo = scale_lo[u / kStepsPerScale], hi = scale_hi[u / kStepsPerScale];
