@@ -33,6 +33,7 @@ namespace braid::ops {
 struct Weight {
   Tensor w;
   Tensor scale;  // undefined for a 16-bit w
+  Weight() = default;  // none (w undefined)
   // A 16-bit weight: anything a Tensor converts from (a Tensor, an OwnedTensor), implicitly, so
   // the ops take their weights as they did before fp8.
   template <class T, class = std::enable_if_t<std::is_convertible_v<const T&, Tensor>>>
@@ -580,10 +581,35 @@ void moe_fp8_block_scale(const Tensor& routing_logits, const Tensor& routing_bia
 // summed in fp32 (fp64 on the CPU), the dense fp8 GEMV's arithmetic: the activations are not
 // quantized, unlike moe_grouped_gemm_fp8's. The roundings are those above. x is f16/bf16 (f32 on
 // the CPU only). With 16-bit weights both scales must be undefined (the overload without them).
+//
+// Shared experts and the residual (MoeExpertsExtras, the overload that takes it): DeepSeek's
+// layer in one call at decode, instead of the routed experts, a dense SwiGLU MLP and two adds.
+//   shared_gate_up [2*S, H], shared_down [H, S]: the shared experts as one MLP (the checkpoint's
+//                  shared_experts, gate rows then up rows), S a multiple of I; in the routed
+//                  experts' format (x's dtype, or fp8 with [2*S/128, H/128] and [H/128, S/128]
+//                  block scales). It runs on every token with the dense MLP's roundings:
+//                  shared = to_dtype(shared_down @ to_dtype(silu(g) * u)), g and u as above.
+//   residual       [T, H] x's dtype, rows, or undefined.
+// Then, with routed = to_dtype(sum_j topk_weights[t, j] * y_j) (the plain op's out),
+//   moe    = to_dtype(routed + shared)               (routed alone without shared experts)
+//   out[t] = to_dtype(residual[t] + moe), or moe without a residual
+// (forward()'s order: residual + (routed + shared), each sum rounded). out may be residual (in
+// place) or x; the workspace is then [T * (k + S / I), I].
+struct MoeExpertsExtras {
+  Weight shared_gate_up, shared_down;  // undefined: no shared experts
+  Tensor residual;                     // undefined: out = moe
+};
 void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
                  const Tensor& gate_up, const Tensor& down, const Tensor& workspace,
                  const Tensor& out, const Tensor& gate_up_scale, const Tensor& down_scale,
-                 Stream stream = {});
+                 const MoeExpertsExtras& extras, Stream stream = {});
+inline void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
+                        const Tensor& gate_up, const Tensor& down, const Tensor& workspace,
+                        const Tensor& out, const Tensor& gate_up_scale, const Tensor& down_scale,
+                        Stream stream = {}) {
+  moe_experts(x, topk_weights, topk_ids, gate_up, down, workspace, out, gate_up_scale, down_scale,
+              MoeExpertsExtras{}, stream);
+}
 inline void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
                         const Tensor& gate_up, const Tensor& down, const Tensor& workspace,
                         const Tensor& out, Stream stream = {}) {
@@ -712,6 +738,13 @@ void add_inplace(const Tensor& x, const Tensor& residual, Stream stream = {});
 void rms_norm_gemm(const Tensor& x, const Tensor& norm_weight, float eps, const Weight& w,
                    const Tensor& bias, const Tensor& out, const Tensor& normed,
                    Stream stream = {});
+// rms_norm_gemm_keep_normed: rms_norm_gemm that also leaves rms_norm(x) in normed, for a caller
+// that reads it next (the MoE router: the experts take the same normed rows). On CUDA the fused
+// kernel's block 0 writes it after its product (the bits the product used); rms_norm_gemm does
+// not, so its other blocks' path stays as short as it was.
+void rms_norm_gemm_keep_normed(const Tensor& x, const Tensor& norm_weight, float eps,
+                               const Weight& w, const Tensor& bias, const Tensor& out,
+                               const Tensor& normed, Stream stream = {});
 
 // rms_norm_gemm_argmax (greedy decoding's final norm + LM head + argmax):
 // ids = argmax(rms_norm_gemm(x, norm_weight, eps, w, no bias, f32 logits), -1), torch.argmax's

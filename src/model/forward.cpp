@@ -113,6 +113,23 @@ void route(const ModelConfig& c, const LayerWeights& lw, const Tensor& logits,
   }
 }
 
+// The shared experts moe_experts can take beside the routed ones for a step of n tokens (S / I of
+// MoeExpertsExtras), or 0 (none, or not in the routed experts' format, or no room for their h
+// rows in the workspace).
+int64_t fusable_shared_experts(const LayerWeights& lw, const Tensor& moe_hidden, int64_t n, int k) {
+  const Tensor& gu = lw.shared_gate_up;
+  if (!gu.data || gu.dtype != lw.experts_gate_up.dtype) return 0;
+  const int64_t I = lw.experts_down.shape[2], S = gu.shape[0] / 2, H = gu.shape[1];
+  if (S % I != 0 || n * (k + S / I) > moe_hidden.shape[0]) return 0;
+  if (gu.dtype == DType::f8e4m3) {  // 128 x 128 block scales, as the routed experts have
+    constexpr int64_t B = ops::kFp8Block;
+    const Tensor &gs = lw.shared_gate_up_scale, &ds = lw.shared_down_scale;
+    if (gs.ndim != 2 || gs.shape[0] != 2 * S / B || gs.shape[1] != H / B) return 0;
+    if (ds.ndim != 2 || ds.shape[0] != H / B || ds.shape[1] != S / B) return 0;
+  }
+  return S / I;
+}
+
 // A serving step's attention (StepInputs::prefill_cu_seqlens_q): decode rows through split-KV
 // decode attention; prompt chunks through FlashAttention, on their own K/V rows when every chunk
 // starts its sequence, else on K/V gathered out of the pages; attention() on the pages when the
@@ -195,7 +212,8 @@ Workspace::Workspace(const ModelConfig& c, int T, Device d, DType t, int64_t dec
     const bool gemv_every_step = !moe_fp8 && t == DType::f32;
     const bool grouped = !gemv_ok || (!gemv_every_step && T > moe_gemv_max_tokens);
     const int64_t gemv_T = grouped ? std::max(0, moe_gemv_max_tokens) : T;
-    if (gemv_ok) moe_hidden = OwnedTensor(DType::f32, {gemv_T * k, I_moe}, d);
+    // Its h rows: the routed experts', then the shared experts' (moe_experts takes those too).
+    if (gemv_ok) moe_hidden = OwnedTensor(DType::f32, {gemv_T * (k + c.n_shared_experts), I_moe}, d);
     if (grouped) {
       const int64_t pairs = T * k;
       moe_offsets = OwnedTensor(DType::i32, {E + 1}, d);
@@ -347,11 +365,13 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
     } else {
       const Tensor router_logits = rows(ws.router_logits, n);
       const Tensor topk_w = rows(ws.topk_weights, n), topk_ids = rows(ws.topk_ids, n);
-      ops::rms_norm(residual, lw.mlp_norm, eps, normed, s);
-      ops::gemm(normed, lw.router, Tensor{}, router_logits, s);
+      // The router's GEMV with the norm fused; it leaves normed for the experts.
+      ops::rms_norm_gemm_keep_normed(residual, lw.mlp_norm, eps, lw.router, Tensor{}, router_logits,
+                                     normed, s);
       route(c, lw, router_logits, topk_w, topk_ids, s);
       mark("moe_router", l);
       const int k = c.experts_per_token;
+      bool shared_done = false, residual_done = false;
       if (ws.moe_grouped(n)) {
         const int64_t pairs = int64_t{n} * k;
         const Tensor sorted_pairs = rows(ws.moe_sorted_pairs, pairs);
@@ -386,13 +406,25 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
         }
         ops::moe_combine(ys, pair_rows, topk_w, proj, s);
       } else {
-        const Tensor hidden = ws.moe_hidden.view().slice(0, 0, int64_t{n} * k);
+        // The GEMV path's two kernels also take the shared experts and, on one GPU (no all-reduce
+        // between), the residual add: two launches for the whole layer after the router.
+        const int64_t shared = fusable_shared_experts(lw, ws.moe_hidden.view(), n, k);
+        const Tensor hidden = ws.moe_hidden.view().slice(0, 0, int64_t{n} * (k + shared));
+        ops::MoeExpertsExtras extras;
+        if (shared > 0) {
+          extras.shared_gate_up = {lw.shared_gate_up, lw.shared_gate_up_scale};
+          extras.shared_down = {lw.shared_down, lw.shared_down_scale};
+        }
+        if (!tp) extras.residual = residual;
         // fp8 experts with their block scales (undefined for 16-bit experts).
         ops::moe_experts(normed, topk_w, topk_ids, lw.experts_gate_up, lw.experts_down, hidden,
-                         proj, lw.experts_gate_up_scale, lw.experts_down_scale, s);
+                         tp ? proj : residual, lw.experts_gate_up_scale, lw.experts_down_scale,
+                         extras, s);
+        shared_done = shared > 0;
+        residual_done = !tp;
       }
       mark("moe_experts", l);
-      if (lw.shared_gate_up.data) {
+      if (lw.shared_gate_up.data && !shared_done) {
         // DeepSeek's shared experts, on the same normed input, joined to the routed output first
         // (transformers' rounding: residual + (routed + shared)); normed is free as scratch then.
         const int64_t I = lw.shared_gate_up.shape[0] / 2;
@@ -401,8 +433,10 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
         ops::swiglu_gemm_add(mlp, {lw.shared_down, lw.shared_down_scale}, proj, act, normed, s);
         mark("moe_shared_experts", l);
       }
-      all_reduce(proj);  // tensor parallelism: each rank's slice of every expert's width
-      ops::add_inplace(proj, residual, s);
+      if (!residual_done) {
+        all_reduce(proj);  // tensor parallelism: each rank's slice of every expert's width
+        ops::add_inplace(proj, residual, s);
+      }
     }
   }
   // The LM head's rows: the listed ones (gathered into proj, free by now: embedding is a row

@@ -100,9 +100,13 @@ void add_inplace(const Tensor& x, const Tensor& residual, Stream stream) {
 #endif
 }
 
-void rms_norm_gemm(const Tensor& x, const Tensor& norm_weight, float eps, const Weight& w,
-                   const Tensor& bias, const Tensor& out, const Tensor& normed, Stream stream) {
-  const char* op = "rms_norm_gemm";
+namespace {
+
+// rms_norm_gemm and rms_norm_gemm_keep_normed: the same checks, the same CPU path (which always
+// writes normed); keep_normed asks the CUDA kernel for normed too.
+void rms_norm_gemm_op(const char* op, const Tensor& x, const Tensor& norm_weight, float eps,
+                      const Weight& w, const Tensor& bias, const Tensor& out, const Tensor& normed,
+                      bool keep_normed, Stream stream) {
   const int64_t n = check_norm_product(op, x, norm_weight, eps, w);
   const int64_t m = x.size(0), k = x.size(1);
   check::defined(op, "out", out);
@@ -121,10 +125,25 @@ void rms_norm_gemm(const Tensor& x, const Tensor& norm_weight, float eps, const 
   if (dev.is_cpu()) return cpu::rms_norm_gemm(x, norm_weight, eps, w.w, bias, out, normed, w.scale);
 #if BRAID_WITH_CUDA
   DeviceGuard guard(dev);
-  cuda::rms_norm_gemm(x, norm_weight, eps, w.w, w.scale, bias, out, normed, stream);
+  cuda::rms_norm_gemm(x, norm_weight, eps, w.w, w.scale, bias, out, normed, keep_normed, stream);
 #else
+  (void)keep_normed;
   (void)stream;
 #endif
+}
+
+}  // namespace
+
+void rms_norm_gemm(const Tensor& x, const Tensor& norm_weight, float eps, const Weight& w,
+                   const Tensor& bias, const Tensor& out, const Tensor& normed, Stream stream) {
+  rms_norm_gemm_op("rms_norm_gemm", x, norm_weight, eps, w, bias, out, normed, false, stream);
+}
+
+void rms_norm_gemm_keep_normed(const Tensor& x, const Tensor& norm_weight, float eps,
+                               const Weight& w, const Tensor& bias, const Tensor& out,
+                               const Tensor& normed, Stream stream) {
+  rms_norm_gemm_op("rms_norm_gemm_keep_normed", x, norm_weight, eps, w, bias, out, normed, true,
+                   stream);
 }
 
 void rms_norm_gemm_argmax(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,

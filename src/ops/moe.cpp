@@ -55,12 +55,54 @@ void check_expert_ids(const char* op, const Tensor& topk_ids, int64_t experts) {
     }
 }
 
+// The shared experts' MLP (MoeExpertsExtras) in the routed experts' format: returns S / I, the
+// shared experts the kernels take it as (0 without them).
+int64_t check_shared_experts(const char* op, const MoeExpertsExtras& extras, const Tensor& gate_up,
+                             int64_t hidden, int64_t inter, DType x_dtype) {
+  const Weight& gu = extras.shared_gate_up;
+  const Weight& dn = extras.shared_down;
+  if (!gu.w.data && !dn.w.data) return 0;
+  check::defined(op, "shared_gate_up", gu.w);
+  check::defined(op, "shared_down", dn.w);
+  check::ndim_eq(op, "shared_gate_up", gu.w, 2);
+  check::contiguous(op, "shared_gate_up", gu.w);
+  check::contiguous(op, "shared_down", dn.w);
+  const int64_t width = gu.w.shape[0] / 2;
+  if (gu.w.shape[0] % 2 != 0 || width == 0 || width % inter != 0)
+    check::fail(ErrorKind::shape, op, "shared_gate_up",
+                "[2 * S, hidden] with S a multiple of the experts' intermediate size " +
+                    std::to_string(inter),
+                shape_string(gu.w));
+  check::dim_eq(op, "shared_gate_up", gu.w, 1, hidden, "hidden size, as in x");
+  check::shape_eq(op, "shared_down", dn.w, {hidden, width});
+  const bool fp8 = gate_up.dtype == DType::f8e4m3;
+  check::dtype_eq(op, "shared_gate_up", gu.w, gate_up.dtype);
+  check::dtype_eq(op, "shared_down", dn.w, gate_up.dtype);
+  if (fp8) {
+    // The routed experts' 128 x 128 block scales (the kernels index both the same way).
+    constexpr int64_t B = kFp8Block;
+    check::defined(op, "shared_gate_up scale", gu.scale);
+    check::defined(op, "shared_down scale", dn.scale);
+    check::dtype_eq(op, "shared_gate_up scale", gu.scale, DType::f32);
+    check::shape_eq(op, "shared_gate_up scale", gu.scale, {2 * width / B, hidden / B});
+    check::contiguous(op, "shared_gate_up scale", gu.scale);
+    check::dtype_eq(op, "shared_down scale", dn.scale, DType::f32);
+    check::shape_eq(op, "shared_down scale", dn.scale, {hidden / B, width / B});
+    check::contiguous(op, "shared_down scale", dn.scale);
+  } else if (gu.scale.data || dn.scale.data) {
+    check::fail(ErrorKind::invalid_argument, op,
+                gu.scale.data ? "shared_gate_up scale" : "shared_down scale",
+                "no scales for " + std::string(dtype_name(x_dtype)) + " weights", "a defined tensor");
+  }
+  return width / inter;
+}
+
 }  // namespace
 
 void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
                  const Tensor& gate_up, const Tensor& down, const Tensor& workspace,
                  const Tensor& out, const Tensor& gate_up_scale, const Tensor& down_scale,
-                 Stream stream) {
+                 const MoeExpertsExtras& extras, Stream stream) {
   const char* op = "moe_experts";
   check::defined(op, "x", x);
   check::defined(op, "topk_weights", topk_weights);
@@ -127,8 +169,15 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
     check::contiguous(op, "down_scale", down_scale);
   }
 
+  const int64_t shared = check_shared_experts(op, extras, gate_up, hidden, inter, x.dtype);
+  if (extras.residual.data) {
+    check::dtype_eq(op, "residual", extras.residual, x.dtype);
+    check::same_shape(op, "residual", extras.residual, x);
+    check::rows(op, "residual", extras.residual);
+  }
+
   check::dtype_eq(op, "workspace", workspace, DType::f32);
-  check::shape_eq(op, "workspace", workspace, {tokens * k, inter});
+  check::shape_eq(op, "workspace", workspace, {tokens * (k + shared), inter});
   check::contiguous(op, "workspace", workspace);
   check::dtype_eq(op, "out", out, x.dtype);
   check::same_shape(op, "out", out, x);
@@ -142,7 +191,12 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
                                        {"workspace", &workspace},
                                        {"out", &out},
                                        {"gate_up_scale", &gate_up_scale},
-                                       {"down_scale", &down_scale}});
+                                       {"down_scale", &down_scale},
+                                       {"shared_gate_up", &extras.shared_gate_up.w},
+                                       {"shared_gate_up scale", &extras.shared_gate_up.scale},
+                                       {"shared_down", &extras.shared_down.w},
+                                       {"shared_down scale", &extras.shared_down.scale},
+                                       {"residual", &extras.residual}});
   if (fp8 && dev.is_cuda() && x.dtype == DType::f32)
     check::fail(ErrorKind::unsupported, op, "x",
                 "f16 or bf16 activations with fp8 weights on CUDA (the kernels' tensor-core path)",
@@ -151,11 +205,11 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
   if (dev.is_cpu()) {
     check_expert_ids(op, topk_ids, experts);
     return cpu::moe_experts(x, topk_weights, topk_ids, gate_up, down, gate_up_scale, down_scale,
-                            workspace, out);
+                            extras, workspace, out);
   }
 #if BRAID_WITH_CUDA
   DeviceGuard guard(dev);
-  cuda::moe_experts(x, topk_weights, topk_ids, gate_up, down, gate_up_scale, down_scale,
+  cuda::moe_experts(x, topk_weights, topk_ids, gate_up, down, gate_up_scale, down_scale, extras,
                     workspace, out, stream);
 #else
   (void)stream;

@@ -96,6 +96,12 @@ TEST_P(FusedGemmDiff, RmsNormGemm) {
   OwnedTensor out = poisoned(out_t, {c.m, c.n}, gpu), normed = poisoned(c.dtype, {c.m, c.k}, gpu);
   ops::rms_norm_gemm(dx, dnw, eps, dw, dbias.view(), out, normed);
   expect_close(out, ref, c.dtype);
+
+  // keep_normed: the same product, and normed written on every path (poisoned with NaN before).
+  OwnedTensor out2 = poisoned(out_t, {c.m, c.n}, gpu), normed2 = poisoned(c.dtype, {c.m, c.k}, gpu);
+  ops::rms_norm_gemm_keep_normed(dx, dnw, eps, dw, dbias.view(), out2, normed2);
+  expect_close(out2, ref, c.dtype);
+  expect_close(normed2, ref_normed, c.dtype);
 }
 
 TEST_P(FusedGemmDiff, GemmAdd) {

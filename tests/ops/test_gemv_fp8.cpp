@@ -331,7 +331,7 @@ void run_case(const Fp8Case& c) {
   switch (c.op) {
     case Op::plain: cuda::gemv_plain(da, w.dw, w.dscale, dbias.view(), out, {}); break;
     case Op::rms_norm:
-      cuda::gemv_rms_norm(da, dnw, eps, w.dw, w.dscale, dbias.view(), out, {});
+      cuda::gemv_rms_norm(da, dnw, eps, w.dw, w.dscale, dbias.view(), out, Tensor{}, {});
       break;
     case Op::add: cuda::gemv_add(da, w.dw, w.dscale, dbias.view(), out, {}); break;
     case Op::swiglu_add: cuda::gemv_swiglu_add(da, w.dw, w.dscale, out, {}); break;
@@ -523,7 +523,7 @@ TEST(GemvFp8Applicable, ScaleLayouts) {
   expect_error([&] { cuda::gemv_add(a, w, fake_cuda(DType::f32, {2, 2}), Tensor{}, out, {}); },
                ErrorKind::shape, {"gemv_add", "[3, 2]", "[300, 1]"});
   expect_error([&] { cuda::gemv_rms_norm(a, fake_cuda(DType::bf16, {256}), 1e-6f, w,
-                                         fake_cuda(DType::f32, {300}), Tensor{}, out, {}); },
+                                         fake_cuda(DType::f32, {300}), Tensor{}, out, Tensor{}, {}); },
                ErrorKind::shape, {"gemv_rms_norm", "'w_scale'"});
   expect_error([&] { cuda::gemv_swiglu_add(fake_cuda(DType::bf16, {2, 512}), w,
                                            fake_cuda(DType::f32, {3, 1}), out, {}); },

@@ -41,7 +41,8 @@ void router_softmax(const float* x, int64_t n, float* p);
 // gate_up_scale / down_scale: the fp8 weights' block scales, undefined for 16-bit weights.
 void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
                  const Tensor& gate_up, const Tensor& down, const Tensor& gate_up_scale,
-                 const Tensor& down_scale, const Tensor& workspace,
+                 const Tensor& down_scale, const ops::MoeExpertsExtras& extras,
+                 const Tensor& workspace,
                  const Tensor& out);
 void moe_grouped_gemm(const Tensor& x, const Tensor& w, const Tensor& expert_offsets,
                       ops::MoeActivation activation, const Tensor& y);

@@ -111,24 +111,40 @@ void moe_route_topk_softmax(const Tensor& logits, int k, bool renormalize,
 
 void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
                  const Tensor& gate_up, const Tensor& down, const Tensor& gate_up_scale,
-                 const Tensor& down_scale, const Tensor& workspace, const Tensor& out) {
+                 const Tensor& down_scale, const ops::MoeExpertsExtras& extras,
+                 const Tensor& workspace, const Tensor& out) {
   const int64_t tokens = x.shape[0], hidden = x.shape[1];
   const int64_t k = topk_ids.shape[1], inter = down.shape[2];
   const DType dt = x.dtype, wt = gate_up.dtype;
+  // The shared experts' MLP (S = shared * I wide) as `shared` experts of width I: piece j is
+  // gate/up rows [j I, (j + 1) I) and [S + j I, S + (j + 1) I), down columns [j I, (j + 1) I).
+  const Tensor& sgu = extras.shared_gate_up.w;
+  const Tensor& sdn = extras.shared_down.w;
+  const int64_t shared = sgu.data ? sgu.shape[0] / 2 / inter : 0, width = shared * inter;
   // fp8 weights: one scale per 128 x 128 block, [E, 2I / 128, H / 128] and [E, H / 128, I / 128].
   const bool fp8 = wt == DType::f8e4m3;
   const int64_t B = ops::kFp8Block;
-  const float* gu_scale = fp8 ? gate_up_scale.ptr<float>() : nullptr;
-  const float* dn_scale = fp8 ? down_scale.ptr<float>() : nullptr;
-  // w's row (`row` of expert e's [rows, n] matrix) . v: plain, or per scale block for fp8.
-  auto row_dot = [&](const float* w, const float* v, int64_t n, const float* scale, int64_t e,
-                     int64_t rows, int64_t row) {
+  // w's row `row` of a [rows, n] matrix . v[0, n), the row's scales (fp8) starting at column col0
+  // of a matrix `cols` wide: plain, or per scale block for fp8.
+  auto row_dot = [&](const float* w, const float* v, int64_t n, const Tensor& scale, int64_t row,
+                     int64_t cols, int64_t col0) {
     if (!fp8) return dot(w, v, n);
-    return dot_block_scaled(w, v, n, scale + (e * (rows / B) + row / B) * (n / B));
+    return dot_block_scaled(w, v, n, scale.ptr<float>() + (row / B) * (cols / B) + col0 / B);
   };
   std::vector<float> xf(static_cast<size_t>(hidden)), gate(static_cast<size_t>(hidden)),
       up(static_cast<size_t>(hidden)), row(static_cast<size_t>(inter));
   float* ws = workspace.ptr<float>();
+  // h of gate_up rows (gate_row, up_row) of `w` for the token in xf, as the kernels round it.
+  auto swiglu_row = [&](const Tensor& w, const Tensor& scale, int64_t gate_row, int64_t up_row) {
+    row_to_floats(w.data, wt, gate_row * hidden, hidden, gate.data());
+    row_to_floats(w.data, wt, up_row * hidden, hidden, up.data());
+    // g and u rounded as a gemm's output would be; silu(g) * u in fp32, rounded once.
+    const float g = quantize(dt, static_cast<float>(row_dot(gate.data(), xf.data(), hidden, scale,
+                                                            gate_row, hidden, 0)));
+    const float u = quantize(dt, static_cast<float>(row_dot(up.data(), xf.data(), hidden, scale,
+                                                            up_row, hidden, 0)));
+    return quantize(dt, g / (1.0f + std::exp(-g)) * u);
+  };
 
   for (int64_t t = 0; t < tokens; ++t) {
     // Every h of this token first: out may be x, and x[t] is not needed once they exist.
@@ -136,27 +152,38 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
     for (int64_t j = 0; j < k; ++j) {
       const int64_t e = topk_ids.ptr<int32_t>()[t * k + j];
       float* h = ws + (t * k + j) * inter;
-      for (int64_t i = 0; i < inter; ++i) {
-        const int64_t gate_row = (e * 2 * inter + i) * hidden, up_row = gate_row + inter * hidden;
-        row_to_floats(gate_up.data, wt, gate_row, hidden, gate.data());
-        row_to_floats(gate_up.data, wt, up_row, hidden, up.data());
-        // g and u rounded as a gemm's output would be; silu(g) * u in fp32, rounded once.
-        const double gd = row_dot(gate.data(), xf.data(), hidden, gu_scale, e, 2 * inter, i);
-        const double ud = row_dot(up.data(), xf.data(), hidden, gu_scale, e, 2 * inter, inter + i);
-        const float g = quantize(dt, static_cast<float>(gd));
-        const float u = quantize(dt, static_cast<float>(ud));
-        h[i] = quantize(dt, g / (1.0f + std::exp(-g)) * u);
-      }
+      for (int64_t i = 0; i < inter; ++i)
+        h[i] = swiglu_row(gate_up, gate_up_scale, e * 2 * inter + i, e * 2 * inter + inter + i);
+    }
+    for (int64_t j = 0; j < shared; ++j) {
+      float* h = ws + (tokens * k + t * shared + j) * inter;
+      for (int64_t i = 0; i < inter; ++i)
+        h[i] = swiglu_row(sgu, extras.shared_gate_up.scale, j * inter + i, width + j * inter + i);
     }
     for (int64_t n = 0; n < hidden; ++n) {
       double acc = 0;
       for (int64_t j = 0; j < k; ++j) {
         const int64_t e = topk_ids.ptr<int32_t>()[t * k + j];
         row_to_floats(down.data, wt, (e * hidden + n) * inter, inter, row.data());
-        const double y = row_dot(row.data(), ws + (t * k + j) * inter, inter, dn_scale, e, hidden, n);
+        const double y = row_dot(row.data(), ws + (t * k + j) * inter, inter, down_scale,
+                                 e * hidden + n, inter, 0);
         acc += static_cast<double>(topk_weights.ptr<float>()[t * k + j]) * y;
       }
-      store_from_float(out.at(t * out.row_stride()), dt, n, static_cast<float>(acc));
+      float moe = static_cast<float>(acc);
+      if (shared > 0) {
+        double sh = 0;
+        for (int64_t j = 0; j < shared; ++j) {
+          row_to_floats(sdn.data, wt, n * width + j * inter, inter, row.data());
+          sh += row_dot(row.data(), ws + (tokens * k + t * shared + j) * inter, inter,
+                        extras.shared_down.scale, n, width, j * inter);
+        }
+        moe = quantize(dt, quantize(dt, moe) + quantize(dt, static_cast<float>(sh)));
+      }
+      if (extras.residual.data) {
+        const float r = load_as_float(extras.residual.at(t * extras.residual.row_stride()), dt, n);
+        moe = quantize(dt, r + quantize(dt, moe));
+      }
+      store_from_float(out.at(t * out.row_stride()), dt, n, moe);
     }
   }
 }

@@ -80,7 +80,8 @@ void moe_route_softmax_grouped(const Tensor& logits, int n_group, int topk_group
 // gate_up_scale / down_scale: the fp8 weights' block scales, undefined for 16-bit weights.
 void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
                  const Tensor& gate_up, const Tensor& down, const Tensor& gate_up_scale,
-                 const Tensor& down_scale, const Tensor& workspace,
+                 const Tensor& down_scale, const ops::MoeExpertsExtras& extras,
+                 const Tensor& workspace,
                  const Tensor& out, Stream stream);
 void moe_grouped_gemm(const Tensor& x, const Tensor& w, const Tensor& expert_offsets,
                       ops::MoeActivation activation, const Tensor& y, Stream stream);
@@ -120,9 +121,10 @@ void qk_norm_rope_kv_append(const Tensor& q, const Tensor& k, const Tensor& v,
 
 // Fused decode ops (cuda_fused_gemm.cpp, add_inplace.cu).
 void add_inplace(const Tensor& x, const Tensor& residual, Stream stream);
+// keep_normed: normed receives rms_norm(x) on the fused path too (rms_norm_gemm_keep_normed).
 void rms_norm_gemm(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
                    const Tensor& w_scale, const Tensor& bias, const Tensor& out,
-                   const Tensor& normed, Stream stream);
+                   const Tensor& normed, bool keep_normed, Stream stream);
 void rms_norm_gemm_argmax(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
                           const Tensor& ids, const Tensor& logits, const Tensor& normed,
                           Stream stream);

@@ -32,9 +32,13 @@ bool fuse_prologue(const Tensor& a, int64_t k, const Tensor& w) {
 
 void rms_norm_gemm(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
                    const Tensor& w_scale, const Tensor& bias, const Tensor& out,
-                   const Tensor& normed, Stream stream) {
-  if (fuse_prologue(x, x.size(1), w) && aligned16(norm_weight.data))
-    return gemv_rms_norm(x, norm_weight, eps, w, w_scale, bias, out, stream);
+                   const Tensor& normed, bool keep_normed, Stream stream) {
+  // The kernel writes normed in 16-byte chunks.
+  const bool normed_ok = !keep_normed || (aligned16(normed.data) &&
+                                          (x.size(0) == 1 || normed.row_stride() % 8 == 0));
+  if (fuse_prologue(x, x.size(1), w) && aligned16(norm_weight.data) && normed_ok)
+    return gemv_rms_norm(x, norm_weight, eps, w, w_scale, bias, out,
+                         keep_normed ? normed : Tensor{}, stream);
   rms_norm(x, norm_weight, eps, normed, stream);
   gemm(normed, w, bias, out, stream, w_scale);
 }
@@ -62,7 +66,7 @@ void rms_norm_gemm_argmax(const Tensor& x, const Tensor& norm_weight, float eps,
     gemm(normed, w, Tensor{}, logits, stream);
     return argmax(logits, ids, stream);
   }
-  rms_norm_gemm(x, norm_weight, eps, w, Tensor{}, Tensor{}, logits, normed, stream);
+  rms_norm_gemm(x, norm_weight, eps, w, Tensor{}, Tensor{}, logits, normed, false, stream);
   argmax(logits, ids, stream);
 }
 

@@ -293,6 +293,19 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_fused_kernel(FusedArgs p)
   // The next kernel's blocks may take the SMs from here on: only the reduction is left, so
   // their early weight loads no longer compete with this kernel's (pdl.cuh).
   pdl::launch_dependents();
+  // rms_norm_gemm_keep_normed: block 0 writes the normed rows (rms_transform's bits, those the
+  // product used), after its product so that the loop above stays the same for every block.
+  if constexpr (P == Prologue::rms_norm) {
+    if (p.normed && tile == 0) {
+      const uint4* x = reinterpret_cast<const uint4*>(a);
+      uint4* normed = static_cast<uint4*>(p.normed);
+      for (int i = threadIdx.x; i < p.m * chunks; i += blockDim.x) {
+        const int row = i / chunks, c = i % chunks;
+        normed[row * p.ldn / 8 + c] =
+            rms_transform<T>(__ldg(x + row * p.lda / 8 + c), __ldg(norm_w + c), inv_rms[row]);
+      }
+    }
+  }
   gemv_device::store_partial(partial[warp], acc, g, t, has_lo, has_hi);
   __syncthreads();
 
@@ -417,11 +430,16 @@ bool gemv_fused_applicable(const Tensor& a, int64_t k, const Tensor& w) {
 }
 
 void gemv_rms_norm(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
-                   const Tensor& w_scale, const Tensor& bias, const Tensor& out, Stream stream) {
+                   const Tensor& w_scale, const Tensor& bias, const Tensor& out,
+                   const Tensor& normed, Stream stream) {
   const WFormat format = weight_format("gemv_rms_norm", w, w_scale, x.size(1));
   FusedArgs p = with_out(make_args(x, x.size(1), w, bias, format, w_scale), out);
   p.norm_weight = norm_weight.data;
   p.eps = eps;
+  if (normed.data && format != WFormat::native)  // the fp8 kernels do not write it
+    throw Error(ErrorKind::internal, "gemv_rms_norm: normed is written with 16-bit weights only");
+  p.normed = normed.data;
+  p.ldn = p.m > 1 ? normed.row_stride() : 0;
   launch<Prologue::rms_norm>(p, x.dtype, stream, format);
 }
 

@@ -51,9 +51,11 @@ void set_fp8_gemv_activations(Fp8GemvActivations activations);
 bool gemv_fp8_quantizes(int64_t m, int64_t n, int64_t k);
 
 // out = gemm(rms_norm(x, norm_weight, eps), w, bias); out in x's dtype or f32. norm_weight must
-// be 16-byte aligned too.
+// be 16-byte aligned too. A defined normed (x's shape, rows; 16-bit w only; 16-byte aligned, its
+// row stride a multiple of 8 elements) receives rms_norm(x) as well.
 void gemv_rms_norm(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
-                   const Tensor& w_scale, const Tensor& bias, const Tensor& out, Stream stream);
+                   const Tensor& w_scale, const Tensor& bias, const Tensor& out,
+                   const Tensor& normed, Stream stream);
 // ids = argmax(rms_norm(a, norm_weight, eps) @ w^T, -1) on the f32 sums, or argmax(a @ w^T, -1)
 // when norm_weight is undefined (greedy decoding's head; 16-bit w only), with no logits written: the GEMV leaves
 // one key per row and 16 columns in `keys` (gemv_argmax_keys(m, n) 8-byte slots, 8-byte

@@ -41,6 +41,8 @@ struct FusedArgs {
   bool out_f32, add_to_out;
   unsigned long long* argmax_keys;  // argmax epilogue (out unused): keys [m, blocks]
   const float* w_scale;     // fp8: [n] per channel, or [ceil(n / 128), k / 128] per block
+  void* normed;             // rms_norm, 16-bit weights: block 0 also writes the normed rows
+  int64_t ldn;              // normed's row stride
 };
 
 // 16 bytes of activations (every warp of the SM reads them: through L1); zeros when !pred.

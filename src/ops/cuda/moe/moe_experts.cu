@@ -39,6 +39,15 @@
 //    order at any batch size. Qwen3 at T = 1: 128 blocks x 16 warps x 4 KB in flight = 64 KB
 //    per SM (one 512-thread block of 126 registers fills an SM's register file).
 //
+// 3. Shared experts (DeepSeek; ops::MoeExpertsExtras): their MLP, S = shared x I wide, is taken
+//    as `shared` more experts of width I (ids E .. E + shared - 1 here) that every token uses with
+//    weight 1, with h rows after the routed pairs' in the workspace. In gate_up their items come
+//    first, and since their rows do not depend on the routing, those blocks ask L2 for them before
+//    waiting for the router (whose one block leaves DRAM idle). The down kernel's warps take them
+//    as items after the routed experts; its combine rounds the routed sum, adds the shared sum and
+//    then the residual, each rounded, as forward()'s separate ops did. One launch pair then does
+//    the whole layer after the router: OCR's decoder had 3 more kernels (two GEMVs and an add).
+//
 // Both launches are programmatic dependents (PDL) of the kernel before them, to hide the gap
 // between kernels. gate_up touches no global memory before griddepcontrol.wait, then lets the
 // down kernel launch; down's blocks start as gate_up's last blocks drain, find their experts
@@ -94,6 +103,8 @@ constexpr int kFp8StepsPerBlock = kFp8Block / kFp8StepCols;
 constexpr bool kProgrammaticGateUp = true;
 constexpr bool kProgrammaticDown = true;
 constexpr bool kPrefetchDownRows = true;
+// gate_up's blocks of shared-expert items ask L2 for their rows before waiting for the router.
+constexpr bool kPrefetchSharedRows = true;
 
 struct ExpertArgs {
   const void* x;
@@ -103,13 +114,23 @@ struct ExpertArgs {
   const void* down;
   const float* gate_up_scale;  // fp8: [E, 2I / 128, H / 128]; null for 16-bit weights
   const float* down_scale;     // fp8: [E, H / 128, I / 128]
+  // The shared experts (shared > 0): one MLP [2S, H] / [H, S] (fp8: [2S / 128, H / 128] and
+  // [H / 128, S / 128] scales), S = shared * I, taken as `shared` experts of width I that every
+  // token uses with weight 1. They are expert ids E .. E + shared - 1 here; the pair of token t
+  // and shared expert j is tokens * k + t * shared + j (its workspace row).
+  const void* shared_gate_up;
+  const void* shared_down;
+  const float* shared_gate_up_scale;
+  const float* shared_down_scale;
+  const void* residual;  // null, or out = residual + moe
   float* workspace;
   void* out;
-  int64_t x_stride, out_stride;
+  int64_t x_stride, out_stride, residual_stride;
+  int shared;
   int64_t tokens;
   int hidden, inter, experts, k;
   int bitmap_words;   // (experts + 31) / 32
-  int gate_up_slots;  // min(tokens * k, experts): the most experts a routing can use
+  int gate_up_slots;  // min(tokens * k, experts): the most routed experts a routing can use
   int batch_tokens;   // down: tokens per block
   int ksplit;         // down: slices of I per expert
 };
@@ -493,6 +514,55 @@ __device__ __forceinline__ int popc_below_lane(unsigned mask) {
   return __popc(mask & ((1u << (threadIdx.x & 31)) - 1u));
 }
 
+// ---- where an expert's rows are: routed e < E, shared E + j -----------------------------------
+
+__device__ __forceinline__ float round_to(float v, float) { return v; }
+template <typename T>
+__device__ __forceinline__ float round_to(float v, T) {
+  return to_float(from_float<T>(v));
+}
+
+// The token of pair p (the routed pairs t * k + j first, then the shared ones).
+__device__ __forceinline__ int64_t token_of_pair(const ExpertArgs& a, int64_t p) {
+  const int64_t routed = a.tokens * a.k;
+  return p < routed ? p / a.k : (p - routed) / a.shared;
+}
+
+// Expert e's gate row i and up row i: their indices in the matrix `base` (H wide) and that
+// matrix's block scales (fp8).
+template <typename W>
+struct GateUpRows {
+  const W* base;
+  const float* scale;
+  int64_t gate, up;
+};
+template <typename W>
+__device__ __forceinline__ GateUpRows<W> gate_up_rows(const ExpertArgs& a, int e, int i) {
+  if (e < a.experts) {
+    const int64_t r = static_cast<int64_t>(e) * 2 * a.inter + i;
+    return {static_cast<const W*>(a.gate_up), a.gate_up_scale, r, r + a.inter};
+  }
+  const int64_t j = e - a.experts, width = static_cast<int64_t>(a.shared) * a.inter;
+  return {static_cast<const W*>(a.shared_gate_up), a.shared_gate_up_scale, j * a.inter + i,
+          width + j * a.inter + i};
+}
+
+// Expert e's down row n (I wide), and its scales by 128-column block (fp8: row n's 128-row block).
+template <typename W>
+__device__ __forceinline__ const W* down_row(const ExpertArgs& a, int e, int n) {
+  if (e < a.experts)
+    return static_cast<const W*>(a.down) + (static_cast<int64_t>(e) * a.hidden + n) * a.inter;
+  const int64_t j = e - a.experts, width = static_cast<int64_t>(a.shared) * a.inter;
+  return static_cast<const W*>(a.shared_down) + n * width + j * a.inter;
+}
+__device__ __forceinline__ const float* down_scale_row(const ExpertArgs& a, int e, int n) {
+  const int ib = a.inter / kFp8Block;
+  if (e < a.experts)
+    return a.down_scale + (static_cast<int64_t>(e) * (a.hidden / kFp8Block) + n / kFp8Block) * ib;
+  const int64_t j = e - a.experts;
+  return a.shared_down_scale + static_cast<int64_t>(n / kFp8Block) * a.shared * ib + j * ib;
+}
+
 // ---- kernel 1: gate_up -----------------------------------------------------------------------
 
 // The pairs p < n with ids[p] == e, in order: those of rank [from, from + cap) go to list, the
@@ -521,6 +591,17 @@ __device__ int64_t collect_pairs(const int32_t* ids, int64_t n, int e, int64_t f
   return total;
 }
 
+// collect_pairs for expert e, routed or shared (every token's pair, in token order).
+__device__ int64_t list_pairs(const ExpertArgs& a, int e, int64_t from, int* list, int* warp_counts) {
+  if (e < a.experts) return collect_pairs(a.ids, a.tokens * a.k, e, from, list, warp_counts);
+  const int64_t first = a.tokens * a.k + (e - a.experts);
+  const int64_t n = a.tokens - from < kGateUpListCap ? a.tokens - from : kGateUpListCap;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    list[i] = static_cast<int>(first + (from + i) * a.shared);
+  __syncthreads();
+  return a.tokens;
+}
+
 // 3 blocks (24 warps) per SM; 2 for f32, whose CUDA-core tile holds 32 sums per lane.
 // kFp8: gate_up is e4m3 with block scales (T is then f16 or bf16).
 template <typename T, int NT, bool kVec, bool kFp8>
@@ -540,6 +621,23 @@ __global__ void __launch_bounds__(kGateUpWarps * 32, std::is_same_v<T, float> ? 
   const int chunks = (a.inter + kGateUpRows - 1) / kGateUpRows;
 
   for (int w = tid; w < a.bitmap_words; w += blockDim.x) bitmap[w] = 0u;
+  // Items: the shared experts' (chunk-major: item = chunk * shared + j) first, then the routed
+  // slots' (chunk-major again: chunk * slots + slot; slots past the experts in use find none,
+  // and run last).
+  const int64_t shared_items = static_cast<int64_t>(chunks) * a.shared;
+  // The shared experts' rows are known before the routing is: a block whose first item is one of
+  // theirs asks L2 for its 8 gate and 8 up rows while the router still runs (DRAM is idle then).
+  // A prefetch is a hint that reads nothing back, so it may precede the wait below.
+  if (kPrefetchSharedRows && kVec && tid == 0 && blockIdx.x < shared_items) {
+    const int chunk = static_cast<int>(blockIdx.x / a.shared), j = static_cast<int>(blockIdx.x % a.shared);
+    const int i0 = chunk * kGateUpRows;
+    const GateUpRows<W> tile = gate_up_rows<W>(a, a.experts + j, i0);
+    const uint32_t bytes = static_cast<uint32_t>(min(kGateUpRows, a.inter - i0)) * a.hidden * sizeof(W);
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(tile.base + tile.gate * a.hidden),
+                 "r"(bytes) : "memory");
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(tile.base + tile.up * a.hidden),
+                 "r"(bytes) : "memory");
+  }
   // Launched as a programmatic dependent, the block may start before the kernel before it has
   // finished: no global memory is touched (read or written) before this wait.
   if constexpr (kProgrammaticGateUp) pdl::wait();
@@ -567,43 +665,44 @@ __global__ void __launch_bounds__(kGateUpWarps * 32, std::is_same_v<T, float> ? 
   const int slice = (units + kGateUpWarps - 1) / kGateUpWarps * kUnit;
   const int k0 = min(a.hidden, warp * slice), k1 = min(a.hidden, k0 + slice);
 
-  // Items chunk-major: item = chunk * slots + slot. Slots past the experts in use find none.
-  const int64_t items = static_cast<int64_t>(chunks) * a.gate_up_slots;
+  const int64_t items = shared_items + static_cast<int64_t>(chunks) * a.gate_up_slots;
   for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
-    const int chunk = static_cast<int>(item / a.gate_up_slots);
-    const int slot = static_cast<int>(item % a.gate_up_slots);
+    const bool shared = item < shared_items;
+    const int64_t r = shared ? item : item - shared_items;
+    const int per_chunk = shared ? a.shared : a.gate_up_slots;
+    const int chunk = static_cast<int>(r / per_chunk);
+    const int slot = static_cast<int>(r % per_chunk);
     __syncthreads();  // everyone has read the previous item's s_expert
     if (warp == 0) {
-      const int e = nth_set_bit(bitmap, a.bitmap_words, slot);
+      const int e = shared ? a.experts + slot : nth_set_bit(bitmap, a.bitmap_words, slot);
       if (lane == 0) s_expert = e;
     }
     __syncthreads();
     const int e = s_expert;
     if (e < 0) continue;  // block-uniform: no expert for this slot
     const int i0 = chunk * kGateUpRows;
-    const W* expert = static_cast<const W*>(a.gate_up) + static_cast<int64_t>(e) * 2 * a.inter * a.hidden;
     const bool row_ok = i0 + g < a.inter;
-    const W* gate_row = expert + static_cast<int64_t>(i0 + g) * a.hidden;
-    const W* up_row = expert + static_cast<int64_t>(a.inter + i0 + g) * a.hidden;
+    const GateUpRows<W> tile = gate_up_rows<W>(a, e, i0 + g);
+    const W* gate_row = tile.base + tile.gate * a.hidden;
+    const W* up_row = tile.base + tile.up * a.hidden;
     // fp8: the scale rows of the gate row's and the up row's 128-row blocks (I % 128 == 0, so
     // every row of the tile exists).
     [[maybe_unused]] const float* gate_scale = nullptr;
     [[maybe_unused]] const float* up_scale = nullptr;
     if constexpr (kFp8) {
       const int hb = a.hidden / kFp8Block;
-      const float* scales = a.gate_up_scale + static_cast<int64_t>(e) * (2 * a.inter / kFp8Block) * hb;
-      gate_scale = scales + static_cast<int64_t>((i0 + g) / kFp8Block) * hb;
-      up_scale = scales + static_cast<int64_t>((a.inter + i0 + g) / kFp8Block) * hb;
+      gate_scale = tile.scale + tile.gate / kFp8Block * hb;
+      up_scale = tile.scale + tile.up / kFp8Block * hb;
     }
 
-    int64_t total = collect_pairs(a.ids, pairs, e, 0, pair_list, warp_counts);
+    int64_t total = list_pairs(a, e, 0, pair_list, warp_counts);
     for (int64_t from = 0; from < total; from += kGateUpListCap) {
-      if (from > 0) collect_pairs(a.ids, pairs, e, from, pair_list, warp_counts);
+      if (from > 0) list_pairs(a, e, from, pair_list, warp_counts);
       const int listed = static_cast<int>(total - from < kGateUpListCap ? total - from : kGateUpListCap);
       for (int first = 0; first < listed; first += kChunk) {
         const int nb = min(kChunk, listed - first);
         if (tid < nb)
-          x_rows[tid] = static_cast<const T*>(a.x) + (pair_list[first + tid] / a.k) * a.x_stride;
+          x_rows[tid] = static_cast<const T*>(a.x) + token_of_pair(a, pair_list[first + tid]) * a.x_stride;
         __syncthreads();
         float c[NT][4] = {};
         if constexpr (kFp8)
@@ -651,7 +750,8 @@ __global__ void __launch_bounds__(kDownWarps * 32, 1) moe_down_kernel(const Expe
   using W = std::conditional_t<kFp8, uint8_t, T>;  // a weight element
   extern __shared__ uint32_t dyn[];  // bitmap (a.bitmap_words), then y partial sums
   uint32_t* bitmap = dyn;
-  // y of batch pair p, I slice s, row r (of the block's 16) at partial[(s * pairs + p) * 16 + r]
+  // y of batch pair q, I slice s, row r (of the block's 16) at partial[(s * all + q) * 16 + r]:
+  // q < pairs the routed pair q (token q / k), then pairs + t * shared + j the shared ones.
   float* partial = reinterpret_cast<float*>(dyn + a.bitmap_words);
   __shared__ int expert_list[kDownBatchPairs];
   __shared__ int16_t warp_pairs[kDownWarps][kDownBatchPairs];
@@ -675,8 +775,9 @@ __global__ void __launch_bounds__(kDownWarps * 32, 1) moe_down_kernel(const Expe
     for (int64_t batch = blockIdx.x; batch < batches; batch += gridDim.x) {
       const int64_t t0 = batch * a.batch_tokens;
       const int tokens = static_cast<int>(a.tokens - t0 < a.batch_tokens ? a.tokens - t0 : a.batch_tokens);
-      const int pairs = tokens * a.k;
+      const int pairs = tokens * a.k, all = pairs + tokens * a.shared;
       const int64_t p0 = t0 * a.k;
+      const int64_t shared0 = a.tokens * a.k + t0 * a.shared;  // the batch's first shared pair
       const int32_t* ids = a.ids + p0;
 
       for (int w = tid; w < a.bitmap_words; w += blockDim.x) bitmap[w] = 0u;
@@ -694,9 +795,13 @@ __global__ void __launch_bounds__(kDownWarps * 32, 1) moe_down_kernel(const Expe
         // while gate_up is still finishing.
         const uint32_t bytes = static_cast<uint32_t>(rows) * a.inter * sizeof(W);
         for (int s = tid; s < used; s += blockDim.x) {
-          const W* p = static_cast<const W*>(a.down) +
-                       (static_cast<int64_t>(expert_list[s]) * a.hidden + n0) * a.inter;
+          const W* p = down_row<W>(a, expert_list[s], n0);
           asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+        }
+        if (a.shared > 0 && tid == blockDim.x - 1) {  // the shared experts' rows: one run
+          const W* p = down_row<W>(a, a.experts, n0);
+          asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes * a.shared)
+                       : "memory");
         }
       }
       if (!waited) {
@@ -705,34 +810,40 @@ __global__ void __launch_bounds__(kDownWarps * 32, 1) moe_down_kernel(const Expe
         waited = true;
       }
 
-      const int items = used * a.ksplit;
+      // Items: (expert, slice of I), the routed experts in use, then the shared ones.
+      const int items = (used + a.shared) * a.ksplit;
       for (int item = warp; item < items; item += kDownWarps) {
-        const int e = expert_list[item / a.ksplit];
+        const int slot = item / a.ksplit;
+        const int e = slot < used ? expert_list[slot] : a.experts + (slot - used);
         const int part = item % a.ksplit;
         const int k0 = min(a.inter, part * slice), k1 = min(a.inter, k0 + slice);
         // This expert's pairs in the batch, in order.
         int count = 0;
-        for (int base = 0; base < pairs; base += 32) {
-          const int p = base + lane;
-          const bool match = p < pairs && ids[p] == e;
-          const unsigned m = __ballot_sync(kFull, match);
-          if (match) warp_pairs[warp][count + popc_below_lane(m)] = static_cast<int16_t>(p);
-          count += __popc(m);
+        if (e < a.experts) {
+          for (int base = 0; base < pairs; base += 32) {
+            const int p = base + lane;
+            const bool match = p < pairs && ids[p] == e;
+            const unsigned m = __ballot_sync(kFull, match);
+            if (match) warp_pairs[warp][count + popc_below_lane(m)] = static_cast<int16_t>(p);
+            count += __popc(m);
+          }
+        } else {
+          for (int tl = lane; tl < tokens; tl += 32)
+            warp_pairs[warp][tl] = static_cast<int16_t>(pairs + tl * a.shared + (e - a.experts));
+          count = tokens;
         }
         __syncwarp();
-        const W* expert = static_cast<const W*>(a.down) + static_cast<int64_t>(e) * a.hidden * a.inter;
-        const W* lo_row = expert + static_cast<int64_t>(n0 + g) * a.inter;
-        const W* hi_row = expert + static_cast<int64_t>(n0 + g + 8) * a.inter;
+        const W* lo_row = down_row<W>(a, e, n0 + g);
+        const W* hi_row = down_row<W>(a, e, n0 + g + 8);
         // fp8: the 16 rows lie in one 128-row block (n0 % 16 == 0): one scale row for both.
         [[maybe_unused]] const float* row_scale = nullptr;
-        if constexpr (kFp8) {
-          const int ib = a.inter / kFp8Block;
-          row_scale = a.down_scale +
-                      (static_cast<int64_t>(e) * (a.hidden / kFp8Block) + n0 / kFp8Block) * ib;
-        }
+        if constexpr (kFp8) row_scale = down_scale_row(a, e, n0);
         for (int first = 0; first < count; first += kChunk) {
           const int nb = min(kChunk, count - first);
-          if (lane < nb) h_rows[warp][lane] = a.workspace + (p0 + warp_pairs[warp][first + lane]) * a.inter;
+          if (lane < nb) {
+            const int q = warp_pairs[warp][first + lane];
+            h_rows[warp][lane] = a.workspace + (q < pairs ? p0 + q : shared0 + (q - pairs)) * a.inter;
+          }
           __syncwarp();
           float c[NT][4] = {};
           if constexpr (kFp8)
@@ -747,7 +858,7 @@ __global__ void __launch_bounds__(kDownWarps * 32, 1) moe_down_kernel(const Expe
             for (int jj = 0; jj < 2; ++jj) {
               const int n = 8 * nt + 2 * t + jj;
               if (n < nb) {
-                float* y = partial + (static_cast<int64_t>(part) * pairs + warp_pairs[warp][first + n]) * kTileRows;
+                float* y = partial + (static_cast<int64_t>(part) * all + warp_pairs[warp][first + n]) * kTileRows;
                 y[g] = c[nt][jj];
                 y[g + 8] = c[nt][2 + jj];
               }
@@ -758,7 +869,8 @@ __global__ void __launch_bounds__(kDownWarps * 32, 1) moe_down_kernel(const Expe
       }
       __syncthreads();
 
-      // out[t, n0 + r] = sum over j, in order, of w[t, j] * y_j[r]; bad ids add nothing.
+      // out[t, n0 + r] = sum over j, in order, of w[t, j] * y_j[r]; bad ids add nothing. Then
+      // the shared experts' sum and the residual, each rounded as the op's contract says.
       for (int idx = tid; idx < tokens * kTileRows; idx += blockDim.x) {
         const int tl = idx / kTileRows, r = idx % kTileRows;
         if (r >= rows) continue;
@@ -768,8 +880,20 @@ __global__ void __launch_bounds__(kDownWarps * 32, 1) moe_down_kernel(const Expe
           const int e = ids[p];
           if (e < 0 || e >= a.experts) continue;
           float y = 0.0f;
-          for (int s = 0; s < a.ksplit; ++s) y += partial[(s * pairs + p) * kTileRows + r];
+          for (int s = 0; s < a.ksplit; ++s) y += partial[(s * all + p) * kTileRows + r];
           acc = fmaf(a.weights[p0 + p], y, acc);
+        }
+        if (a.shared > 0) {
+          float sh = 0.0f;
+          for (int j = 0; j < a.shared; ++j) {
+            const int q = pairs + tl * a.shared + j;
+            for (int s = 0; s < a.ksplit; ++s) sh += partial[(s * all + q) * kTileRows + r];
+          }
+          acc = round_to(round_to(acc, T{}) + round_to(sh, T{}), T{});
+        }
+        if (a.residual) {
+          const T res = static_cast<const T*>(a.residual)[(t0 + tl) * a.residual_stride + n0 + r];
+          acc = to_float(res) + round_to(acc, T{});
         }
         static_cast<T*>(a.out)[(t0 + tl) * a.out_stride + n0 + r] = from_float<T>(acc);
       }
@@ -796,7 +920,7 @@ void launch_kernel(Kernel kernel, dim3 grid, unsigned threads, size_t smem, cuda
 template <typename T, int NT, bool kVecH, bool kVecI, bool kFp8>
 void launch(const ExpertArgs& a, cudaStream_t s) {
   const int chunks = (a.inter + kGateUpRows - 1) / kGateUpRows;
-  const int64_t items = static_cast<int64_t>(chunks) * a.gate_up_slots;
+  const int64_t items = static_cast<int64_t>(chunks) * (a.shared + a.gate_up_slots);
   const unsigned grid1 = static_cast<unsigned>(items < INT_MAX ? items : INT_MAX);
   const size_t smem1 = static_cast<size_t>(a.bitmap_words) * 4;
   launch_kernel(moe_gate_up_kernel<T, NT, kVecH, kFp8>, dim3(grid1), kGateUpWarps * 32, smem1, s,
@@ -806,7 +930,8 @@ void launch(const ExpertArgs& a, cudaStream_t s) {
   const int64_t row_blocks = (a.hidden + kTileRows - 1) / kTileRows;
   const dim3 grid2(static_cast<unsigned>(batches < INT_MAX ? batches : INT_MAX),
                    static_cast<unsigned>(row_blocks < 65535 ? row_blocks : 65535));
-  const int max_pairs = static_cast<int>(a.tokens < a.batch_tokens ? a.tokens : a.batch_tokens) * a.k;
+  const int max_pairs =
+      static_cast<int>(a.tokens < a.batch_tokens ? a.tokens : a.batch_tokens) * (a.k + a.shared);
   const size_t smem2 = static_cast<size_t>(a.bitmap_words) * 4 +
                        static_cast<size_t>(a.ksplit) * max_pairs * kTileRows * sizeof(float);
   launch_kernel(moe_down_kernel<T, NT, kVecI, kFp8>, grid2, kDownWarps * 32, smem2, s,
@@ -817,8 +942,8 @@ void launch(const ExpertArgs& a, cudaStream_t s) {
 
 void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
                  const Tensor& gate_up, const Tensor& down, const Tensor& gate_up_scale,
-                 const Tensor& down_scale, const Tensor& workspace, const Tensor& out,
-                 Stream stream) {
+                 const Tensor& down_scale, const ops::MoeExpertsExtras& extras,
+                 const Tensor& workspace, const Tensor& out, Stream stream) {
   const bool fp8 = gate_up.dtype == DType::f8e4m3;
   ExpertArgs a{};
   a.x = x.data;
@@ -828,15 +953,22 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
   a.down = down.data;
   a.gate_up_scale = static_cast<const float*>(gate_up_scale.data);
   a.down_scale = static_cast<const float*>(down_scale.data);
+  a.shared_gate_up = extras.shared_gate_up.w.data;
+  a.shared_down = extras.shared_down.w.data;
+  a.shared_gate_up_scale = static_cast<const float*>(extras.shared_gate_up.scale.data);
+  a.shared_down_scale = static_cast<const float*>(extras.shared_down.scale.data);
+  a.residual = extras.residual.data;
   a.workspace = workspace.ptr<float>();
   a.out = out.data;
   a.x_stride = x.row_stride();
   a.out_stride = out.row_stride();
+  a.residual_stride = a.residual ? extras.residual.row_stride() : 0;
   a.tokens = x.shape[0];
   a.hidden = static_cast<int>(x.shape[1]);
   a.inter = static_cast<int>(down.shape[2]);
   a.experts = static_cast<int>(gate_up.shape[0]);
   a.k = static_cast<int>(topk_ids.shape[1]);
+  a.shared = a.shared_gate_up ? static_cast<int>(extras.shared_gate_up.w.shape[0] / 2 / a.inter) : 0;
   a.bitmap_words = (a.experts + 31) / 32;
   const int64_t pairs = a.tokens * a.k;
   a.gate_up_slots = static_cast<int>(pairs < a.experts ? pairs : a.experts);
@@ -844,7 +976,7 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
   // function of k, E and I only, so a token's sums are split the same way at any batch size),
   // slices of at least 4 steps (fp8: 2 scale blocks, 4 of its steps); batches as large as the
   // partial sums' shared memory allows.
-  const int min_ke = a.k < a.experts ? a.k : a.experts;
+  const int min_ke = (a.k < a.experts ? a.k : a.experts) + a.shared;
   const int unit = fp8 ? kFp8Block : kStepCols;
   const int units_i = (a.inter + unit - 1) / unit;
   const int min_units = fp8 ? 2 : 4;
@@ -852,7 +984,8 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
   if (ksplit > units_i / min_units) ksplit = units_i / min_units;
   a.ksplit = ksplit < 1 ? 1 : ksplit;
   int batch = kDownBatchPairs / a.k;
-  if (batch > kDownMaxPartials / (a.ksplit * a.k)) batch = kDownMaxPartials / (a.ksplit * a.k);
+  const int per_token = a.ksplit * (a.k + a.shared);
+  if (batch > kDownMaxPartials / per_token) batch = kDownMaxPartials / per_token;
   a.batch_tokens = batch < 1 ? 1 : batch;
 
   const int elem = static_cast<int>(dtype_size(x.dtype));
@@ -861,8 +994,9 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
   // workspace row of a multiple of vec floats is a whole number of 16-byte words). fp8 widths
   // are multiples of 128, so the same conditions cover fp8 rows.
   const bool vec_h = a.hidden % vec == 0 && aligned16(a.x) && aligned16(a.gate_up) &&
-                     (a.x_stride * elem) % 16 == 0;
-  const bool vec_i = a.inter % vec == 0 && aligned16(a.down) && aligned16(a.workspace);
+                     (a.x_stride * elem) % 16 == 0 && (!a.shared || aligned16(a.shared_gate_up));
+  const bool vec_i = a.inter % vec == 0 && aligned16(a.down) && aligned16(a.workspace) &&
+                     (!a.shared || aligned16(a.shared_down));
   // Tokens per tile: 8 covers every expert's tokens when T <= 8 (ids distinct per token).
   const bool two_tiles = a.tokens > 8;
   auto s = static_cast<cudaStream_t>(stream.handle);
