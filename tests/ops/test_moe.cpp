@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
-#include <random>
 
 #include "braid/ops.h"
+#include "moe_test_util.h"
 #include "test_util.h"
 
 namespace braid::test {
@@ -189,13 +189,7 @@ ExpertProblem make_experts(DType dtype, int64_t tokens, int64_t experts, int64_t
                   OwnedTensor(DType::i32, {tokens, k}, Device::cpu()),
                   random_host(dtype, {experts, 2 * inter, hidden}, seed + 2, -gate_scale, gate_scale),
                   random_host(dtype, {experts, hidden, inter}, seed + 3, -down_scale, down_scale)};
-  std::mt19937_64 rng(seed + 4);
-  std::vector<int32_t> all(static_cast<size_t>(experts));
-  std::iota(all.begin(), all.end(), 0);
-  for (int64_t t = 0; t < tokens; ++t) {
-    std::shuffle(all.begin(), all.end(), rng);
-    std::copy_n(all.begin(), k, p.ids.view().ptr<int32_t>() + t * k);
-  }
+  moe::distinct_routing(p.ids.view(), experts, seed + 4);
   return p;
 }
 

@@ -15,6 +15,7 @@
 
 #include "braid/ops.h"
 #include "braid/stream.h"
+#include "moe_test_util.h"
 #include "test_util.h"
 #if BRAID_WITH_CUDA
 #include <cuda_runtime.h>
@@ -95,24 +96,9 @@ std::vector<float> run(const Problem& p, const Tensor& ids, const Tensor& weight
 }
 std::vector<float> run(const Problem& p, Device device) { return run(p, p.ids, p.weights, device); }
 
-// Element by element: |got - ref| <= 3 tol (|ref| + rms(ref)), which a wrong row, expert,
-// token or weight breaks by far (its error is of the order of rms); and the norm-wise error
-// within the dtype's tolerance, as the other moe_experts tests check.
+// Element by element within the dtype's tolerance (moe_test_util.h).
 void expect_close(const std::vector<float>& got, const std::vector<float>& ref, DType dtype) {
-  ASSERT_EQ(got.size(), ref.size());
-  double sq = 0;
-  for (float r : ref) sq += static_cast<double>(r) * r;
-  const double rms = ref.empty() ? 0.0 : std::sqrt(sq / static_cast<double>(ref.size()));
-  const double tol = tolerance(dtype);
-  int bad = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double bound = 3 * tol * (std::fabs(static_cast<double>(ref[i])) + rms);
-    if (!(std::fabs(static_cast<double>(got[i]) - ref[i]) <= bound)) {
-      if (++bad <= 5) ADD_FAILURE() << "element " << i << ": got " << got[i] << ", want " << ref[i];
-    }
-  }
-  EXPECT_EQ(bad, 0) << "of " << got.size() << " elements";
-  EXPECT_LE(rel_error(got, ref), tol);
+  moe::expect_elementwise_close(got, ref, tolerance(dtype));
 }
 
 struct Case {

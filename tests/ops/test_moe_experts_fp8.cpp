@@ -6,13 +6,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <numeric>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "braid/ops.h"
 #include "fp8_test_util.h"
+#include "moe_test_util.h"
 #include "test_util.h"
 
 namespace braid::test {
@@ -33,13 +32,7 @@ Fp8Experts make_fp8_experts(DType dtype, int64_t tokens, int64_t experts, int64_
                OwnedTensor(DType::i32, {tokens, k}, Device::cpu()),
                fp8::weights(experts, 2 * inter, hidden, seed + 2),
                fp8::weights(experts, hidden, inter, seed + 3)};
-  std::mt19937_64 rng(seed + 4);
-  std::vector<int32_t> all(static_cast<size_t>(experts));
-  std::iota(all.begin(), all.end(), 0);
-  for (int64_t t = 0; t < tokens; ++t) {
-    std::shuffle(all.begin(), all.end(), rng);
-    std::copy_n(all.begin(), k, p.ids.view().ptr<int32_t>() + t * k);
-  }
+  moe::distinct_routing(p.ids.view(), experts, seed + 4);
   return p;
 }
 

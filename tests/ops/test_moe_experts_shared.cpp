@@ -5,13 +5,12 @@
 // DeepSeek-OCR and V2-Lite shapes, 1 to 40 tokens, 1 to 3 shared experts, each extra alone,
 // out aliasing residual, scalar-load widths, f16/bf16/f32 and fp8.
 #include <cmath>
-#include <numeric>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "braid/ops.h"
 #include "fp8_test_util.h"
+#include "moe_test_util.h"
 #include "test_util.h"
 
 namespace braid::test {
@@ -36,13 +35,7 @@ SharedProblem make_shared_problem(DType dtype, int64_t tokens, int64_t experts, 
                   random_host(dtype, {2 * width, hidden}, seed + 5, -gate_scale, gate_scale),
                   random_host(dtype, {hidden, width}, seed + 6, -down_scale, down_scale),
                   random_host(dtype, {tokens, hidden}, seed + 7, -2.0f, 2.0f)};
-  std::mt19937_64 rng(seed + 4);
-  std::vector<int32_t> all(static_cast<size_t>(experts));
-  std::iota(all.begin(), all.end(), 0);
-  for (int64_t t = 0; t < tokens; ++t) {
-    std::shuffle(all.begin(), all.end(), rng);
-    std::copy_n(all.begin(), k, p.ids.view().ptr<int32_t>() + t * k);
-  }
+  moe::distinct_routing(p.ids.view(), experts, seed + 4);
   return p;
 }
 
@@ -71,23 +64,7 @@ std::vector<float> run_shared(const SharedProblem& p, Device device, bool with_s
   return to_floats(target);
 }
 
-// Element by element within 3 tol (|ref| + rms(ref)), and norm-wise within tol (as
-// test_moe_experts_decode.cpp): a wrong shared row, piece or rounding is off by ~rms.
-void expect_close(const std::vector<float>& got, const std::vector<float>& ref, double tol) {
-  ASSERT_EQ(got.size(), ref.size());
-  double sq = 0;
-  for (float r : ref) sq += static_cast<double>(r) * r;
-  const double rms = ref.empty() ? 0.0 : std::sqrt(sq / static_cast<double>(ref.size()));
-  int bad = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double bound = 3 * tol * (std::fabs(static_cast<double>(ref[i])) + rms);
-    if (!(std::fabs(static_cast<double>(got[i]) - ref[i]) <= bound)) {
-      if (++bad <= 5) ADD_FAILURE() << "element " << i << ": got " << got[i] << ", want " << ref[i];
-    }
-  }
-  EXPECT_EQ(bad, 0) << "of " << got.size() << " elements";
-  EXPECT_LE(rel_error(got, ref), tol);
-}
+using moe::expect_elementwise_close;
 
 // fp8 weights [E, N, K] (fp8::weights) as f32 values: each code times its block's scale.
 OwnedTensor dequantized(const fp8::Fp8Tensor& w) {
@@ -130,7 +107,7 @@ TEST(MoeExpertsShared, CpuEqualsTheSeparateOps) {
       SCOPED_TRACE("seed " + std::to_string(seed) + " " + std::string(dtype_name(dt)) + " shared " +
                    std::to_string(shared));
       const SharedProblem p = make_shared_problem(dt, 3, 8, 2, 64, 32, shared, seed);
-      expect_close(run_shared(p, Device::cpu(), true, true), by_separate_ops(p),
+      expect_elementwise_close(run_shared(p, Device::cpu(), true, true), by_separate_ops(p),
                    dt == DType::f32 ? 1e-5 : tolerance(dt));
     }
   }
@@ -150,8 +127,8 @@ TEST(MoeExpertsShared, CpuExtrasOneAtATime) {
     want_res[i] = res[i] + routed_only[i];
     want_both[i] = res[i] + moe[i];
   }
-  expect_close(routed_res, want_res, 1e-6);
-  expect_close(both, want_both, 1e-6);
+  expect_elementwise_close(routed_res, want_res, 1e-6);
+  expect_elementwise_close(both, want_both, 1e-6);
   EXPECT_GT(rel_error(moe, routed_only), 0.1);  // the shared experts are there
 }
 
@@ -179,7 +156,7 @@ TEST(MoeExpertsShared, CpuFp8MatchesDequantizedWeights) {
   p.down = dequantized(dn);
   p.shared_gate_up = to_device(dequantized(sgu).view().reshape({2 * width, hidden}), Device::cpu());
   p.shared_down = to_device(dequantized(sdn).view().reshape({hidden, width}), Device::cpu());
-  expect_close(to_floats(out), run_shared(p, Device::cpu(), true, true), 1e-5);
+  expect_elementwise_close(to_floats(out), run_shared(p, Device::cpu(), true, true), 1e-5);
 }
 
 TEST(MoeExpertsShared, BadArgumentsNameTheTensor) {
@@ -267,11 +244,11 @@ TEST_P(MoeExpertsSharedDiff, CudaMatchesReference) {
       if (!with_shared && !with_residual) continue;  // the plain op: test_moe_experts_decode.cpp
       SCOPED_TRACE(std::string("shared ") + (with_shared ? "on" : "off") + ", residual " +
                    (with_residual ? "on" : "off"));
-      expect_close(run_shared(p, Device::cuda(), with_shared, with_residual),
+      expect_elementwise_close(run_shared(p, Device::cuda(), with_shared, with_residual),
                    run_shared(p, Device::cpu(), with_shared, with_residual), tol);
     }
   SCOPED_TRACE("out is residual");
-  expect_close(run_shared(p, Device::cuda(), true, true, true),
+  expect_elementwise_close(run_shared(p, Device::cuda(), true, true, true),
                run_shared(p, Device::cpu(), true, true), tol);
 }
 
@@ -317,7 +294,7 @@ TEST(MoeExpertsSharedCuda, Fp8MatchesReference) {
       ops::moe_experts(x, w, ids, g, n, ws, res, gs, ns, extras);
       return to_floats(res);
     };
-    expect_close(run(Device::cuda()), run(Device::cpu()), tolerance(DType::bf16));
+    expect_elementwise_close(run(Device::cuda()), run(Device::cpu()), tolerance(DType::bf16));
   }
 }
 

@@ -516,12 +516,6 @@ __device__ __forceinline__ int popc_below_lane(unsigned mask) {
 
 // ---- where an expert's rows are: routed e < E, shared E + j -----------------------------------
 
-__device__ __forceinline__ float round_to(float v, float) { return v; }
-template <typename T>
-__device__ __forceinline__ float round_to(float v, T) {
-  return to_float(from_float<T>(v));
-}
-
 // The token of pair p (the routed pairs t * k + j first, then the shared ones).
 __device__ __forceinline__ int64_t token_of_pair(const ExpertArgs& a, int64_t p) {
   const int64_t routed = a.tokens * a.k;
@@ -744,6 +738,12 @@ __global__ void __launch_bounds__(kGateUpWarps * 32, std::is_same_v<T, float> ? 
 
 // ---- kernel 2: down and combine --------------------------------------------------------------
 
+// v rounded to T, as a float (the identity for f32).
+template <typename T>
+__device__ __forceinline__ float rounded(float v) {
+  return to_float(from_float<T>(v));
+}
+
 template <typename T, int NT, bool kVec, bool kFp8>
 __global__ void __launch_bounds__(kDownWarps * 32, 1) moe_down_kernel(const ExpertArgs a) {
   constexpr int kChunk = 8 * NT;
@@ -889,11 +889,11 @@ __global__ void __launch_bounds__(kDownWarps * 32, 1) moe_down_kernel(const Expe
             const int q = pairs + tl * a.shared + j;
             for (int s = 0; s < a.ksplit; ++s) sh += partial[(s * all + q) * kTileRows + r];
           }
-          acc = round_to(round_to(acc, T{}) + round_to(sh, T{}), T{});
+          acc = rounded<T>(rounded<T>(acc) + rounded<T>(sh));
         }
         if (a.residual) {
           const T res = static_cast<const T*>(a.residual)[(t0 + tl) * a.residual_stride + n0 + r];
-          acc = to_float(res) + round_to(acc, T{});
+          acc = to_float(res) + rounded<T>(acc);
         }
         static_cast<T*>(a.out)[(t0 + tl) * a.out_stride + n0 + r] = from_float<T>(acc);
       }
