@@ -42,6 +42,7 @@ struct GenerateArgs {
   bool chat = false;   // --prompt is a user message, put through the model's chat template
   std::string system;  // --chat's optional system message
   int tensor_parallel = 1;  // --tensor-parallel
+  bool expert_parallel = false;  // --expert-parallel
 };
 
 int run_generate(const GenerateArgs& a) {
@@ -59,6 +60,7 @@ int run_generate(const GenerateArgs& a) {
     throw Error(ErrorKind::invalid_argument,
                 "generate: --tensor-parallel must be at least 1, got " + std::to_string(a.tensor_parallel));
   options.tensor_parallel.size = a.tensor_parallel;
+  options.tensor_parallel.expert_parallel = a.expert_parallel;
   engine::SamplingParams sampling{a.temperature, a.top_k, a.top_p, a.seed};
   engine::validate(sampling);
 
@@ -147,6 +149,10 @@ void add_generate_command(CLI::App& app, int& exit_code) {
                 "Ranks the model is split over (Megatron-style): GPUs cuda:0 .. N-1 over NCCL, or "
                 "threads on the CPU")
       ->capture_default_str();
+  g->add_flag("--expert-parallel", a->expert_parallel,
+              "With --tensor-parallel N on a mixture-of-experts model: rank r holds whole routed "
+                "experts [r E / N, (r + 1) E / N) instead of a slice of every expert (E a "
+                "multiple of N; everything else is split as before); a no-op with one rank");
   g->add_option("--max-context", a->max_context,
                 "Context length to allocate (default: the model's, at most 8192)");
   g->add_flag("--ignore-eos", a->ignore_eos, "Do not stop at end-of-text tokens");

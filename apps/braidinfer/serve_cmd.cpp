@@ -41,6 +41,7 @@ struct ServeArgs {
   bool enforce_eager = false;
   int max_waiting = 1024;
   int tensor_parallel = 1;
+  bool expert_parallel = false;
   size_t max_request_bytes = size_t{32} << 20;
 };
 
@@ -59,6 +60,7 @@ int run_serve(const ServeArgs& a) {
   if (a.tensor_parallel > 1) setenv("CUDA_MODULE_LOADING", "EAGER", 1);
   engine::EngineConfig cfg;
   cfg.tensor_parallel = a.tensor_parallel;
+  cfg.expert_parallel = a.expert_parallel;
   cfg.device = bench::device_from_option(a.device, "serve");
   if (!a.dtype.empty()) cfg.dtype = dtype_from_name(a.dtype);
   cfg.quantize = bench::quantize_from_option(a.quantize, "serve");
@@ -159,6 +161,10 @@ void add_serve_command(CLI::App& app, int& exit_code) {
                 "Ranks the model is split over (Megatron-style): GPUs cuda:0 .. N-1 over NCCL, or "
                 "threads on the CPU")
       ->capture_default_str();
+  s->add_flag("--expert-parallel", a->expert_parallel,
+              "With --tensor-parallel N on a mixture-of-experts model: rank r holds whole routed "
+                "experts [r E / N, (r + 1) E / N) instead of a slice of every expert (E a "
+                "multiple of N; everything else is split as before); a no-op with one rank");
   s->add_option("--max-waiting", a->max_waiting,
                 "Requests queued beyond --max-num-seqs before new ones get 503")
       ->capture_default_str();

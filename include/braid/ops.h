@@ -396,6 +396,20 @@ void moe_route_softmax_grouped(const Tensor& logits, int n_group, int topk_group
                                const Tensor& topk_weights, const Tensor& topk_ids,
                                Stream stream = {});
 
+// moe_local_expert_ids: expert parallelism's dispatch on one rank, which holds the experts
+// [first, first + count) of the router's global ids (model/shard.h):
+//   local_ids[t, j] = topk_ids[t, j] - first   if first <= topk_ids[t, j] < first + count
+//                     kMoeNotLocal (-1)        otherwise (another rank's expert)
+// Every MoE path takes kMoeNotLocal as a pair that contributes exactly nothing, on every backend
+// (moe_experts, moe_permute -> ... -> moe_combine); the weights stay as the router wrote them,
+// normalised over the global top-k, so the ranks' sums add up to the whole layer.
+//   topk_ids   [T, k] i32, contiguous
+//   first >= 0, count >= 1
+//   local_ids  [T, k] i32, contiguous; may be topk_ids itself (in place)
+inline constexpr int32_t kMoeNotLocal = -1;
+void moe_local_expert_ids(const Tensor& topk_ids, int first, int count, const Tensor& local_ids,
+                          Stream stream = {});
+
 // ---------------------------------------------------------------------------------------------
 // The MoE permutation: the (token, slot) pairs of a routing, regrouped by expert so that each
 // expert's tokens are contiguous rows (the layout a grouped expert GEMM reads), and back.
@@ -410,8 +424,9 @@ void moe_route_softmax_grouped(const Tensor& logits, int n_group, int topk_group
 //   sorted_pairs   [T * k] i32, out: row r holds pair sorted_pairs[r]
 //   pair_rows      [T * k] i32, out: the inverse, pair p sits in row pair_rows[p]
 //   workspace      [>= moe_permute_workspace_size(T * k, E)] i32, contiguous, scratch (CUDA)
-// An id outside [0, E) is an error on the CPU. On CUDA such pairs take the rows past offsets[E]
-// (in pair order) and get pair_rows = -1, so that moe_combine skips them.
+// Pairs with id kMoeNotLocal (-1: another rank's expert, moe_local_expert_ids) take the rows past
+// offsets[E] (in pair order) and get pair_rows = -1, so that moe_combine skips them. Any other id
+// outside [0, E) is an error on the CPU; on CUDA it is treated as kMoeNotLocal.
 int64_t moe_permute_workspace_size(int64_t pairs, int64_t num_experts);
 void moe_permute(const Tensor& topk_ids, int num_experts, const Tensor& expert_offsets,
                  const Tensor& sorted_pairs, const Tensor& pair_rows, const Tensor& workspace,
@@ -564,14 +579,15 @@ void moe_fp8_block_scale(const Tensor& routing_logits, const Tensor& routing_bia
 // expert's output and sums them in the model dtype, a difference within the dtype's tolerance.
 //   x            [T, H] f32/f16/bf16, rows
 //   topk_weights [T, k] f32, contiguous
-//   topk_ids     [T, k] i32, contiguous; each in [0, E)
+//   topk_ids     [T, k] i32, contiguous; each in [0, E), or kMoeNotLocal (below)
 //   gate_up      [E, 2*I, H] x's dtype, contiguous: per expert, rows 0..I-1 are gate_proj and rows
 //                I..2I-1 up_proj, each in the Hugging Face [out_features, in_features] layout
 //   down         [E, H, I] x's dtype, contiguous (down_proj, [out_features, in_features])
 //   workspace    [T*k, I] f32, contiguous: scratch for the h vectors (contents undefined after)
 //   out          [T, H] x's dtype, rows; may be x itself
-// An expert id outside [0, E) is an error on the CPU; on CUDA (where checking would need a host
-// synchronisation) that (t, j) pair contributes nothing.
+// A pair with id kMoeNotLocal (-1: another rank's expert, moe_local_expert_ids) contributes
+// nothing. Any other expert id outside [0, E) is an error on the CPU; on CUDA (where checking
+// would need a host synchronisation) that pair contributes nothing too.
 //
 // FP8 experts (the overload with scales; the fp8 grouped path's weights, Builder::experts' layout):
 //   gate_up        [E, 2*I, H] f8e4m3, contiguous;  gate_up_scale [E, 2*I/128, H/128] f32, contiguous

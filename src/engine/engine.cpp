@@ -32,8 +32,10 @@ model::ModelConfig load_checked_config(const std::string& dir, const EngineOptio
                   "engine: tensor-parallel rank " + std::to_string(tp.rank) + " of " +
                       std::to_string(tp.size) + " needs a rank in [0, size) and a communicator "
                       "of that size");
-    (void)model::shard_config(c, tp.size);  // what does not split is refused before any weight
   }
+  // What does not split is refused before any weight is read (expert parallelism on a dense model
+  // too, at any size).
+  if (tp.size > 1 || tp.expert_parallel) (void)model::shard_config(c, tp.size, tp.expert_parallel);
   return c;
 }
 
@@ -82,7 +84,8 @@ Engine::Engine(const std::string& dir, const EngineOptions& o)
     : group_comm_(group_comm_for(o)),
       options_(with_comm(o, group_comm_.get())),
       config_(load_checked_config(dir, options_)),
-      rank_config_(model::shard_config(config_, o.tensor_parallel.size)),
+      rank_config_(model::shard_config(config_, o.tensor_parallel.size,
+                                       o.tensor_parallel.expert_parallel)),
       weights_(model::load_weights(config_, model::Checkpoint::open(dir), o.device,
                                    default_dtype(config_, o.device, o.dtype), o.quantize,
                                    o.tensor_parallel)),

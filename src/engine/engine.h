@@ -39,7 +39,8 @@ struct EngineOptions {
   // each, with the same tokens. Without it, this engine is the group's front: it builds ranks
   // 1 .. size - 1 itself and every call steps them all, one thread per rank per step: on the
   // CPU through a parallel::ThreadComm, on CUDA over NCCL with rank r on GPU device.index + r.
-  // Every rank returns the full logits.
+  // Every rank returns the full logits. tensor_parallel.expert_parallel: the routed experts
+  // divided whole over the ranks instead of along their width (model/shard.h).
   model::TensorParallel tensor_parallel;
   parallel::Comm* comm = nullptr;
 };

@@ -61,10 +61,10 @@ std::unique_ptr<parallel::Comm> group_comm(const EngineConfig& e) {
 LLMEngine::LLMEngine(const std::string& dir, const EngineConfig& e)
     : group_comm_(group_comm(e)),
       model_config_(model::quantized_config(model::load_config(dir), e.quantize)),
-      rank_config_(model::shard_config(model_config_, e.tensor_parallel)),
+      rank_config_(model::shard_config(model_config_, e.tensor_parallel, e.expert_parallel)),
       weights_(model::load_weights(model_config_, model::Checkpoint::open(dir), e.device,
                                    default_dtype(model_config_, e.device, e.dtype), e.quantize,
-                                   {0, e.tensor_parallel})),
+                                   {0, e.tensor_parallel, e.expert_parallel})),
       seed_rng_(std::random_device{}()) {
   if (std::filesystem::exists(std::filesystem::path(dir) / "tokenizer.json"))
     tokenizer_ = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::from_dir(dir));
@@ -81,6 +81,7 @@ LLMEngine::LLMEngine(model::ModelConfig model_config, model::Weights weights,
   if (e.tensor_parallel != 1)
     bad_request("engine: tensor parallelism loads each rank's part from a checkpoint folder; a "
                 "model already in memory runs on one device");
+  (void)model::shard_config(model_config_, 1, e.expert_parallel);  // refused on a dense model
   start(e, "");
 }
 
@@ -117,7 +118,7 @@ void LLMEngine::start(const EngineConfig& e, const std::string& dir) {
     f->device = rank_device(e.device, r);
     DeviceGuard guard(f->device);
     f->weights = model::load_weights(model_config_, model::Checkpoint::open(dir), f->device,
-                                     weights_.dtype, e.quantize, {r, n});
+                                     weights_.dtype, e.quantize, {r, n, e.expert_parallel});
     f->runner = std::make_unique<ModelRunner>(rank_config_, f->weights, rc,
                                               RunnerRank{r, group_comm_.get(), model_config_.vocab_size});
     followers_.push_back(std::move(f));

@@ -50,6 +50,10 @@ struct EngineConfig {
   // GPUs device.index .. + N-1 over NCCL, on the CPU threads. Each rank holds its part of the
   // weights and of every KV page; the scheduler and the pool's page numbers are shared.
   int tensor_parallel = 1;
+  // Expert parallelism: over the same ranks, each holds num_experts / tensor_parallel whole
+  // routed experts instead of a slice of every expert (model/shard.h). A MoE model only; with
+  // one rank a no-op.
+  bool expert_parallel = false;
 };
 
 // What the last step() ran, for benchmarks that model a step's time from its work.

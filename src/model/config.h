@@ -1,6 +1,7 @@
 // Model configuration from a Hugging Face folder (config.json, generation_config.json).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,10 @@ struct ModelConfig {
   bool norm_topk_prob = true;     // renormalise the k routing weights (Mixtral: always)
   int decoder_sparse_step = 1;    // Qwen3-MoE: layer l is MoE if (l + 1) % step == 0 ...
   std::vector<int> mlp_only_layers;  // ... and l is not listed here
+  // Expert parallelism (model/shard.h): the routed experts divided whole over this many ranks,
+  // each holding held_experts() of them; the router still chooses among all num_experts. 1 in a
+  // checkpoint's config and with tensor parallelism alone.
+  int expert_parallel = 1;
 
   // How a MoE layer's router chooses (DeepSeek's topk_method / scoring_func).
   enum class Router {
@@ -113,6 +118,12 @@ struct ModelConfig {
   // The routed experts are fp8 with 128 x 128 block scales (DeepSeek-V3, Qwen3-*-FP8): they run
   // on the fp8 grouped GEMM (moe_grouped_gemm_fp8) at every step size. The router stays 16-bit.
   bool fp8_experts() const { return num_experts > 0 && weights == WeightFormat::fp8_blocks; }
+  // The routed experts this config's weights hold (all of them without expert parallelism), and
+  // the width of DeepSeek's shared experts' MLP they hold (split along it over the ranks).
+  int held_experts() const { return num_experts / expert_parallel; }
+  int64_t shared_experts_width() const {
+    return int64_t{moe_intermediate_size} * n_shared_experts / expert_parallel;
+  }
   bool mla() const { return kv_lora_rank > 0; }
   int q_dim() const { return num_heads * head_dim; }
   int kv_dim() const { return num_kv_heads * head_dim; }

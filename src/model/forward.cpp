@@ -5,7 +5,11 @@
 // In a decode step (<= 16 tokens) each '+' group is one kernel; for longer inputs the fused ops
 // run their parts one after another through the workspace. With tensor parallelism
 // (TensorParallelStep) each row-parallel product's partial sums are all-reduced before they join
-// the residual stream, where the fused ops would have added them in.
+// the residual stream, where the fused ops would have added them in. With expert parallelism
+// (c.expert_parallel > 1) a rank holds whole routed experts instead of a slice of each: every rank
+// holds every token after attention, so its "dispatch" is only renumbering the router's choices
+// to its own experts (the others' pairs add nothing), and the "combine" is the MoE layer's
+// all-reduce, as for tensor parallelism.
 #include "model/forward.h"
 
 #include <algorithm>
@@ -175,7 +179,7 @@ Workspace::Workspace(const ModelConfig& c, int T, Device d, DType t, int64_t dec
   for (int l = 0; l < c.num_layers; ++l) {
     if (c.layer_is_moe(l)) {
       any_moe = true;
-      I = std::max<int64_t>(I, int64_t{c.moe_intermediate_size} * c.n_shared_experts);
+      I = std::max<int64_t>(I, c.shared_experts_width());
     } else {
       I = std::max<int64_t>(I, c.intermediate_size);
     }
@@ -216,10 +220,11 @@ Workspace::Workspace(const ModelConfig& c, int T, Device d, DType t, int64_t dec
     if (gemv_ok) moe_hidden = OwnedTensor(DType::f32, {gemv_T * (k + c.n_shared_experts), I_moe}, d);
     if (grouped) {
       const int64_t pairs = T * k;
-      moe_offsets = OwnedTensor(DType::i32, {E + 1}, d);
+      const int64_t held = c.held_experts();  // the experts the permutation sorts into
+      moe_offsets = OwnedTensor(DType::i32, {held + 1}, d);
       moe_sorted_pairs = OwnedTensor(DType::i32, {pairs}, d);
       moe_pair_rows = OwnedTensor(DType::i32, {pairs}, d);
-      moe_permute_scratch = OwnedTensor(DType::i32, {ops::moe_permute_workspace_size(pairs, E)}, d);
+      moe_permute_scratch = OwnedTensor(DType::i32, {ops::moe_permute_workspace_size(pairs, held)}, d);
       // The experts' outputs in the model dtype (bf16 or f32 for fp8 experts), as the 16-bit path.
       moe_ys = OwnedTensor(t, {pairs, H}, d);
       if (moe_fp8) {
@@ -276,6 +281,10 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
   const ops::ConstantWeights constant_weights;
   if (tp && greedy_ids.data)
     throw Error(ErrorKind::unsupported, "forward: greedy_ids with tensor parallelism (not yet)");
+  if (c.expert_parallel > 1 && !tp)
+    throw Error(ErrorKind::invalid_argument,
+                "forward: an expert-parallel rank's config (expert_parallel " +
+                    std::to_string(c.expert_parallel) + ") needs its TensorParallelStep");
   // Tensor parallelism: a rank's partial sums of a row-parallel product (o_proj, down, the
   // experts) become the full sums before they join the residual stream.
   auto all_reduce = [&](const Tensor& partial) {
@@ -369,6 +378,12 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
       ops::rms_norm_gemm_keep_normed(residual, lw.mlp_norm, eps, lw.router, Tensor{}, router_logits,
                                      normed, s);
       route(c, lw, router_logits, topk_w, topk_ids, s);
+      // Expert parallelism's dispatch: the router chose among all experts (global ids, weights
+      // normalised over the global top-k); this rank keeps the pairs of the experts it holds,
+      // renumbered from 0, and the others' become kMoeNotLocal, which every path below skips.
+      const int held = c.held_experts();
+      if (c.expert_parallel > 1)
+        ops::moe_local_expert_ids(topk_ids, tp->rank * held, held, topk_ids, s);
       mark("moe_router", l);
       const int k = c.experts_per_token;
       bool shared_done = false, residual_done = false;
@@ -378,7 +393,7 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
         const Tensor pair_rows = rows(ws.moe_pair_rows, pairs);
         const Tensor xs = rows(ws.moe_xs, pairs), hs = rows(ws.moe_hs, pairs);
         const Tensor ys = rows(ws.moe_ys, pairs), offsets = ws.moe_offsets.view();
-        ops::moe_permute(topk_ids, c.num_experts, offsets, sorted_pairs, pair_rows,
+        ops::moe_permute(topk_ids, held, offsets, sorted_pairs, pair_rows,
                          ws.moe_permute_scratch.view(), s);
         if (ws.moe_fp8) {
           // fp8 experts: each token quantized once, per 128 columns into one fp8 term
@@ -434,7 +449,9 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
         mark("moe_shared_experts", l);
       }
       if (!residual_done) {
-        all_reduce(proj);  // tensor parallelism: each rank's slice of every expert's width
+        // Tensor parallelism: each rank's slice of every expert's width; expert parallelism (the
+        // combine): each rank's own experts' share of every token.
+        all_reduce(proj);
         ops::add_inplace(proj, residual, s);
       }
     }

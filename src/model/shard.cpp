@@ -28,9 +28,18 @@ bool any_dense_layer(const ModelConfig& c) {
 
 }  // namespace
 
-ModelConfig shard_config(const ModelConfig& full, int size) {
+ModelConfig shard_config(const ModelConfig& full, int size, bool expert_parallel) {
   if (size < 1) refuse(ErrorKind::invalid_argument, "the group size must be at least 1");
+  if (expert_parallel && full.num_experts == 0)
+    throw Error(ErrorKind::invalid_argument,
+                "expert parallelism: the model has no routed experts (num_experts 0); "
+                "--expert-parallel takes a mixture-of-experts model");
   if (size == 1) return full;
+  if (expert_parallel && full.num_experts % size != 0)
+    throw Error(ErrorKind::invalid_argument,
+                "expert parallelism: num_experts " + std::to_string(full.num_experts) +
+                    " is not a multiple of --tensor-parallel " + std::to_string(size) +
+                    " (each rank holds whole experts)");
   if (full.weights != WeightFormat::dense)
     refuse(ErrorKind::unsupported, "fp8 checkpoints (" +
                                        std::string(weight_format_name(full.weights)) +
@@ -43,16 +52,31 @@ ModelConfig shard_config(const ModelConfig& full, int size) {
            "num_key_value_heads " + std::to_string(full.num_kv_heads) +
                " neither divides nor is a multiple of --tensor-parallel " + std::to_string(size));
   if (any_dense_layer(full)) divisible("intermediate_size", full.intermediate_size, size);
-  if (full.num_experts > 0) divisible("moe_intermediate_size", full.moe_intermediate_size, size);
+  // The routed experts split along their width (tensor parallelism) or not at all (expert
+  // parallelism); DeepSeek's shared experts along their width either way.
+  if (full.num_experts > 0 && !expert_parallel)
+    divisible("moe_intermediate_size", full.moe_intermediate_size, size);
+  if (full.n_shared_experts > 0)
+    divisible("the shared experts' width (moe_intermediate_size x n_shared_experts)",
+              int64_t{full.moe_intermediate_size} * full.n_shared_experts, size);
   divisible("vocab_size", full.vocab_size, size);
 
   ModelConfig c = full;
   c.num_heads = full.num_heads / size;
   c.num_kv_heads = full.num_kv_heads >= size ? full.num_kv_heads / size : 1;
   c.intermediate_size = full.intermediate_size / size;
-  c.moe_intermediate_size = full.moe_intermediate_size / size;
+  if (expert_parallel)
+    c.expert_parallel = size;
+  else
+    c.moe_intermediate_size = full.moe_intermediate_size / size;
   c.vocab_size = full.vocab_size / size;
   return c;
+}
+
+ExpertRange experts_of(const ModelConfig& full, TensorParallel tp) {
+  if (!tp.expert_parallel || tp.size == 1) return {0, full.num_experts};
+  const int per = full.num_experts / tp.size;
+  return {tp.rank * per, per};
 }
 
 HeadRange kv_heads_of(const ModelConfig& full, TensorParallel tp) {
@@ -100,6 +124,8 @@ TensorSlice tensor_slice(const std::string& name, const ModelConfig& full, Tenso
     return {0, kv.first * hd, (kv.first + kv.count) * hd};
   }
   if (ends(".self_attn.o_proj.weight")) return part(1, int64_t{full.num_heads} * hd);
+  // Expert parallelism: a rank's routed experts are whole (it reads only its own, Builder::experts).
+  if (expert && tp.expert_parallel) return {};
   // Dense MLPs and experts (Qwen3-MoE's gate/up/down_proj, Mixtral's w1/w3/w2).
   if (ends(".gate_proj.weight") || ends(".up_proj.weight") || ends(".w1.weight") ||
       ends(".w3.weight"))

@@ -6,6 +6,14 @@
 // router, the norms and o_proj's bias are whole on every rank. Multi-head latent attention
 // (DeepSeek) splits its query heads (q_proj or q_b_proj, kv_b_proj, o_proj) and computes the
 // latent whole on every rank; DeepSeek's shared experts split like the routed ones.
+//
+// Expert parallelism (TensorParallel::expert_parallel) is the other split of the routed experts
+// over the same ranks: rank r holds whole experts [r E / N, (r + 1) E / N) and everything else is
+// split as above (attention heads, dense MLPs, the shared experts along their width, the
+// vocabulary). Every rank still holds every token after attention (its all-reduce), so there is
+// no all-to-all: the "dispatch" is each rank keeping the (token, expert) pairs whose expert it
+// holds (the router runs whole on every rank; ops::moe_local_expert_ids renumbers its choices),
+// and the "combine" is the all-reduce that already follows the MoE layer.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +28,7 @@ namespace braid::model {
 struct TensorParallel {
   int rank = 0;
   int size = 1;
+  bool expert_parallel = false;  // the routed experts divided whole over the ranks (above)
 };
 
 // The config of one rank's part: heads, KV heads, intermediate widths and vocabulary divided by
@@ -27,8 +36,12 @@ struct TensorParallel {
 // (one per rank, each rank the one its query heads read) when there are fewer. Throws
 // ErrorKind::unsupported or invalid_argument, naming the field, for what does not split: heads
 // not a multiple of the size, KV heads neither a multiple nor a divisor of it, widths or the
-// vocabulary not multiples of it, and (not yet) fp8 checkpoints.
-ModelConfig shard_config(const ModelConfig& full, int size);
+// vocabulary not multiples of it, and (not yet) fp8 checkpoints. With expert_parallel the routed
+// experts are not cut: num_experts must be a multiple of the size (checked first), the config's
+// expert_parallel is the size and moe_intermediate_size stays whole; expert parallelism on a
+// model without routed experts is refused (invalid_argument, naming num_experts). With size 1 it
+// is a no-op: one rank holds every expert either way.
+ModelConfig shard_config(const ModelConfig& full, int size, bool expert_parallel = false);
 
 // The part of a checkpoint tensor one rank holds: rows (dim 0) or columns (dim 1) [begin, end),
 // or the whole tensor (dim -1).
@@ -45,5 +58,12 @@ struct HeadRange {
   int first = 0, count = 0;
 };
 HeadRange kv_heads_of(const ModelConfig& full, TensorParallel tp);
+
+// The routed experts [first, first + count) rank tp.rank holds: all of them without expert
+// parallelism, num_experts / size of them with it.
+struct ExpertRange {
+  int first = 0, count = 0;
+};
+ExpertRange experts_of(const ModelConfig& full, TensorParallel tp);
 
 }  // namespace braid::model

@@ -110,10 +110,12 @@ class Builder {
   // each "<name>_scale_inv" beside them into [E, 2 I / 128, H / 128] and [E, H / 128, I / 128]
   // (moe_grouped_gemm_fp8's w_scale); I and H must be whole 128-blocks, so that the gate's and
   // the up's scale blocks stack without sharing one and the fp8 ops take the widths.
-  void experts(LayerWeights& lw, const std::string& prefix, int E, int I, int H, bool fp8,
+  // Expert parallelism: local expert e is the checkpoint's expert first + e (the E held ones only
+  // are read).
+  void experts(LayerWeights& lw, const std::string& prefix, int first, int E, int I, int H, bool fp8,
                const char* gate, const char* up, const char* down) {
     auto name = [&](int e, const char* m) {
-      return prefix + "." + std::to_string(e) + "." + m + ".weight";
+      return prefix + "." + std::to_string(first + e) + "." + m + ".weight";
     };
     if (fp8 && (I % 128 != 0 || H % 128 != 0))
       throw Error(ErrorKind::unsupported,
@@ -196,7 +198,7 @@ class Builder {
 }  // namespace
 
 Weights build_weights(const ModelConfig& c, Device device, DType dtype, const WeightSource& source,
-                      const WeightCheck& check) {
+                      const WeightCheck& check, int first_expert) {
   if (c.weights == WeightFormat::fp8_per_channel && device.is_cuda())
     throw Error(ErrorKind::unsupported,
                 "checkpoint: fp8 with per-channel scales (compressed-tensors) runs on the CPU only "
@@ -274,10 +276,12 @@ Weights build_weights(const ModelConfig& c, Device device, DType dtype, const We
       lw.down = b.linear(c.weights, {p + "mlp.down_proj.weight"}, {H}, I, lw.down_scale);
       continue;
     }
-    const int E = c.num_experts, I = c.moe_intermediate_size;
+    // The router chooses among all num_experts; the experts below are the held ones (all of them
+    // but under expert parallelism).
+    const int E = c.num_experts, I = c.moe_intermediate_size, held = c.held_experts();
     if (c.n_shared_experts > 0) {
       const std::string sh = p + "mlp.shared_experts.";
-      const int Is = I * c.n_shared_experts;
+      const int64_t Is = c.shared_experts_width();
       lw.shared_gate_up = b.linear(c.weights, {sh + "gate_proj.weight", sh + "up_proj.weight"},
                                    {Is, Is}, H, lw.shared_gate_up_scale);
       lw.shared_down = b.linear(c.weights, {sh + "down_proj.weight"}, {H}, Is, lw.shared_down_scale);
@@ -289,11 +293,12 @@ Weights build_weights(const ModelConfig& c, Device device, DType dtype, const We
     }
     if (c.arch == Arch::mixtral) {
       lw.router = b.load(p + "block_sparse_moe.gate.weight", {E, H});
-      b.experts(lw, p + "block_sparse_moe.experts", E, I, H, c.fp8_experts(), "w1", "w3", "w2");
+      b.experts(lw, p + "block_sparse_moe.experts", first_expert, held, I, H, c.fp8_experts(), "w1",
+                "w3", "w2");
     } else {
       lw.router = b.load(p + "mlp.gate.weight", {E, H});
-      b.experts(lw, p + "mlp.experts", E, I, H, c.fp8_experts(), "gate_proj", "up_proj",
-                "down_proj");
+      b.experts(lw, p + "mlp.experts", first_expert, held, I, H, c.fp8_experts(), "gate_proj",
+                "up_proj", "down_proj");
     }
   }
   return w;
@@ -354,7 +359,9 @@ void quantize_fp8_blocks(const std::string& name, const void* w, DType dtype, in
 
 Weights load_weights(const ModelConfig& full, const Checkpoint& checkpoint, Device device,
                      DType dtype, Quantize quantize, TensorParallel tp) {
-  const ModelConfig c = shard_config(full, tp.size);  // the rank's part (full for one rank)
+  // The rank's part (full for one rank), and under expert parallelism its experts.
+  const ModelConfig c = shard_config(full, tp.size, tp.expert_parallel);
+  const int first_expert = experts_of(full, tp).first;
   OwnedTensor staging;  // host buffer for dtype conversions, reused
   std::vector<uint8_t> columns;  // host buffer for a column slice, reused
   // The tensor, once it is known to be there with the shape the config implies (for a rank of a
@@ -486,9 +493,10 @@ Weights load_weights(const ModelConfig& full, const Checkpoint& checkpoint, Devi
       return;
     (void)entry(name, shape);
   };
-  if (quantize == Quantize::none) return build_weights(c, device, dtype, from_checkpoint, check);
+  if (quantize == Quantize::none)
+    return build_weights(c, device, dtype, from_checkpoint, check, first_expert);
   try {
-    return build_weights(c, device, dtype, from_checkpoint, check);
+    return build_weights(c, device, dtype, from_checkpoint, check, first_expert);
   } catch (const Error& e) {
     // The loader's fp8 messages speak of the checkpoint's tensors; say they come from quantizing.
     throw Error(e.kind(), std::string(e.what()) + " (loading with quantize " +

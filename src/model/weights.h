@@ -113,9 +113,13 @@ void quantize_fp8_blocks(const std::string& name, const void* w, DType dtype, in
                          int64_t cols, uint8_t* values, float* scales);
 
 // Allocates every weight the config needs in the packed layout and fills each from `source`
-// (after `check`, when given, has accepted every tensor going into that allocation).
+// (after `check`, when given, has accepted every tensor going into that allocation). A config of
+// an expert-parallel rank (expert_parallel > 1) holds the routed experts [first_expert,
+// first_expert + held_experts()) of the checkpoint, packed as local experts 0 .. held - 1: only
+// those are asked of `source`.
 Weights build_weights(const ModelConfig& config, Device device, DType dtype,
-                      const WeightSource& source, const WeightCheck& check = {});
+                      const WeightSource& source, const WeightCheck& check = {},
+                      int first_expert = 0);
 
 // Loads and packs every weight the config needs, converted to `dtype`, on `device`. Each tensor
 // must exist with the shape the config implies and the checkpoint's declared dtype; a missing,
@@ -128,7 +132,8 @@ Weights build_weights(const ModelConfig& config, Device device, DType dtype,
 // already in fp8 load as they are.
 // With tp.size > 1, rank tp.rank's part (shard_config(config, tp.size), tensor_slice): each
 // tensor's rows are read in place from the mapped file, a column slice is gathered through a
-// host buffer of the slice's size, so no rank copies a whole tensor.
+// host buffer of the slice's size, so no rank copies a whole tensor. With tp.expert_parallel the
+// rank reads only its own routed experts (experts_of), whole, renumbered from 0.
 Weights load_weights(const ModelConfig& config, const Checkpoint& checkpoint, Device device,
                      DType dtype, Quantize quantize = Quantize::none, TensorParallel tp = {});
 

@@ -41,15 +41,16 @@ void moe_route_topk_softmax(const Tensor& logits, int k, bool renormalize,
 namespace {
 
 // The CPU can look at the ids; on CUDA an out-of-range id contributes nothing instead.
+// kMoeNotLocal (another rank's expert under expert parallelism) contributes nothing on both.
 void check_expert_ids(const char* op, const Tensor& topk_ids, int64_t experts) {
   const int64_t tokens = topk_ids.shape[0], k = topk_ids.shape[1];
   const int32_t* ids = topk_ids.ptr<int32_t>();
   for (int64_t t = 0; t < tokens; ++t)
     for (int64_t j = 0; j < k; ++j) {
       const int32_t e = ids[t * k + j];
-      if (e < 0 || e >= experts)
+      if (e != kMoeNotLocal && (e < 0 || e >= experts))
         check::fail(ErrorKind::invalid_argument, op, "topk_ids",
-                    "expert ids in [0, " + std::to_string(experts) + ")",
+                    "expert ids in [0, " + std::to_string(experts) + ") or kMoeNotLocal (-1)",
                     "topk_ids[" + std::to_string(t) + ", " + std::to_string(j) +
                         "] = " + std::to_string(e));
     }

@@ -1,4 +1,5 @@
-// The MoE permutation ops (moe_permute, moe_gather, moe_combine): argument checks and dispatch.
+// The MoE permutation ops (moe_permute, moe_gather, moe_combine) and expert parallelism's
+// renumbering (moe_local_expert_ids): argument checks and dispatch.
 #include <string>
 
 #include "braid/ops.h"
@@ -22,6 +23,16 @@ void check_index_range(const char* op, const char* arg, const Tensor& t, int64_t
       check::fail(ErrorKind::invalid_argument, op, arg,
                   "values in [" + std::to_string(lo) + ", " + std::to_string(hi) + ")",
                   arg + std::string("[") + std::to_string(i) + "] = " + std::to_string(v[i]));
+}
+
+// Expert ids: [0, E), or kMoeNotLocal (another rank's expert under expert parallelism).
+void check_expert_ids(const char* op, const Tensor& t, int64_t experts) {
+  const int32_t* v = t.ptr<int32_t>();
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (v[i] != kMoeNotLocal && (v[i] < 0 || v[i] >= experts))
+      check::fail(ErrorKind::invalid_argument, op, "topk_ids",
+                  "values in [0, " + std::to_string(experts) + ") or kMoeNotLocal (-1)",
+                  "topk_ids[" + std::to_string(i) + "] = " + std::to_string(v[i]));
 }
 
 void check_i32_vector(const char* op, const char* arg, const Tensor& t, int64_t n) {
@@ -72,12 +83,35 @@ void moe_permute(const Tensor& topk_ids, int num_experts, const Tensor& expert_o
                                        {"pair_rows", &pair_rows},
                                        {"workspace", &workspace}});
   if (dev.is_cpu()) {
-    check_index_range(op, "topk_ids", topk_ids, 0, num_experts);
+    check_expert_ids(op, topk_ids, num_experts);
     return cpu::moe_permute(topk_ids, num_experts, expert_offsets, sorted_pairs, pair_rows);
   }
 #if BRAID_WITH_CUDA
   DeviceGuard guard(dev);
   cuda::moe_permute(topk_ids, num_experts, expert_offsets, sorted_pairs, pair_rows, workspace, stream);
+#else
+  (void)stream;
+#endif
+}
+
+void moe_local_expert_ids(const Tensor& topk_ids, int first, int count, const Tensor& local_ids,
+                          Stream stream) {
+  const char* op = "moe_local_expert_ids";
+  check::defined(op, "topk_ids", topk_ids);
+  check::dtype_eq(op, "topk_ids", topk_ids, DType::i32);
+  check::ndim_eq(op, "topk_ids", topk_ids, 2);
+  check::contiguous(op, "topk_ids", topk_ids);
+  if (first < 0) check::fail(ErrorKind::invalid_argument, op, "first", ">= 0", std::to_string(first));
+  if (count < 1) check::fail(ErrorKind::invalid_argument, op, "count", ">= 1", std::to_string(count));
+  check::defined(op, "local_ids", local_ids);
+  check::dtype_eq(op, "local_ids", local_ids, DType::i32);
+  check::same_shape(op, "local_ids", local_ids, topk_ids);
+  check::contiguous(op, "local_ids", local_ids);
+  Device dev = check::same_device(op, {{"topk_ids", &topk_ids}, {"local_ids", &local_ids}});
+  if (dev.is_cpu()) return cpu::moe_local_expert_ids(topk_ids, first, count, local_ids);
+#if BRAID_WITH_CUDA
+  DeviceGuard guard(dev);
+  cuda::moe_local_expert_ids(topk_ids, first, count, local_ids, stream);
 #else
   (void)stream;
 #endif

@@ -1,6 +1,7 @@
-// moe_permute, moe_gather, moe_combine: the reference against a hand-worked case, CUDA against the
-// reference (exact, several chunks, skewed and non-power-of-two expert counts, invalid ids on
-// CUDA), a permute -> gather -> combine round trip, and argument errors.
+// moe_permute, moe_gather, moe_combine: the reference against a hand-worked case (and with
+// kMoeNotLocal ids), CUDA against the reference (exact, several chunks, skewed and
+// non-power-of-two expert counts, invalid ids on CUDA), a permute -> gather -> combine round
+// trip, and argument errors.
 #include <algorithm>
 #include <vector>
 
@@ -87,6 +88,16 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MoePermuteDiff,
                            return "T" + std::to_string(c.tokens) + "_k" + std::to_string(c.k) + "_E" +
                                   std::to_string(c.experts) + (c.skewed ? "_skewed" : "");
                          });
+
+// kMoeNotLocal (-1: another rank's expert under expert parallelism) on the CPU: those pairs take
+// the rows past offsets[E], in pair order, with pair_rows = -1, as on CUDA (below).
+TEST(MoePermuteReference, NotLocalIdsGoLast) {
+  const std::vector<int32_t> values = {3, -1, 0, -1, 3, 1, -1, 0};
+  Permuted got = permute(ids_tensor(values, 4, 2), 4, Device::cpu());
+  EXPECT_EQ(ints(got.offsets), (std::vector<int>{0, 2, 3, 3, 5}));
+  EXPECT_EQ(ints(got.sorted_pairs), (std::vector<int>{2, 7, 5, 0, 4, 1, 3, 6}));
+  EXPECT_EQ(ints(got.pair_rows), (std::vector<int>{3, -1, 0, -1, 4, 2, -1, 1}));
+}
 
 // On CUDA ids outside [0, E) are not errors: those pairs take the rows past offsets[E], in pair
 // order, with pair_rows = -1.

@@ -343,6 +343,10 @@ SuiteRun throughput_command(CLI::App& cmd) {
                  "Ranks the model is split over (with --model): GPUs cuda:0 .. N-1 over NCCL, or "
                  "threads on the CPU")
       ->capture_default_str();
+  cmd.add_flag("--expert-parallel", o.engine.expert_parallel,
+               "With --tensor-parallel N on a mixture-of-experts model: rank r holds whole routed "
+                 "experts [r E / N, (r + 1) E / N) instead of a slice of every expert (E a "
+                 "multiple of N; everything else is split as before); a no-op with one rank");
   cmd.add_flag("--enforce-eager", a->enforce_eager, "No CUDA graphs");
   cmd.add_flag("--no-enable-prefix-caching", a->no_prefix_caching, "Prefix caching off");
   cmd.add_flag("--quick-ceilings", o.quick_ceilings, "Smaller ceiling measurements");

@@ -51,6 +51,7 @@ void moe_permute(const Tensor& topk_ids, int num_experts, const Tensor& expert_o
 void moe_gather(const Tensor& x, const Tensor& sorted_pairs, int k, const Tensor& xs);
 void moe_combine(const Tensor& ys, const Tensor& pair_rows, const Tensor& topk_weights,
                  const Tensor& out);
+void moe_local_expert_ids(const Tensor& topk_ids, int first, int count, const Tensor& local_ids);
 
 // FP8 block scale (moe_fp8.cpp). fp8_quantize_block quantizes one row's block of kFp8Block fp32
 // values v into `terms` terms exactly as moe_fp8_quantize defines it: term t's codes go to

@@ -151,6 +151,7 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
     row_to_floats(x.data, dt, t * x.row_stride(), hidden, xf.data());
     for (int64_t j = 0; j < k; ++j) {
       const int64_t e = topk_ids.ptr<int32_t>()[t * k + j];
+      if (e < 0) continue;  // kMoeNotLocal: another rank's expert adds nothing
       float* h = ws + (t * k + j) * inter;
       for (int64_t i = 0; i < inter; ++i)
         h[i] = swiglu_row(gate_up, gate_up_scale, e * 2 * inter + i, e * 2 * inter + inter + i);
@@ -164,6 +165,7 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
       double acc = 0;
       for (int64_t j = 0; j < k; ++j) {
         const int64_t e = topk_ids.ptr<int32_t>()[t * k + j];
+        if (e < 0) continue;
         row_to_floats(down.data, wt, (e * hidden + n) * inter, inter, row.data());
         const double y = row_dot(row.data(), ws + (t * k + j) * inter, inter, down_scale,
                                  e * hidden + n, inter, 0);

@@ -7,20 +7,30 @@
 
 namespace braid::cpu {
 
+// Bucket E takes the pairs of other ranks' experts (kMoeNotLocal: the ids are checked before):
+// they sort after every valid pair, in pair order, with pair_rows -1 (moe_combine skips them).
 void moe_permute(const Tensor& topk_ids, int num_experts, const Tensor& expert_offsets,
                  const Tensor& sorted_pairs, const Tensor& pair_rows) {
   const int64_t pairs = topk_ids.numel();
   const int32_t* ids = topk_ids.ptr<int32_t>();
   int32_t* offsets = expert_offsets.ptr<int32_t>();
-  std::vector<int32_t> next(static_cast<size_t>(num_experts) + 1, 0);
-  for (int64_t p = 0; p < pairs; ++p) ++next[static_cast<size_t>(ids[p]) + 1];
-  for (int e = 0; e < num_experts; ++e) next[e + 1] += next[e];  // next[e] = offsets[e]
+  auto bucket = [&](int64_t p) { return ids[p] >= 0 ? ids[p] : num_experts; };
+  std::vector<int32_t> next(static_cast<size_t>(num_experts) + 2, 0);
+  for (int64_t p = 0; p < pairs; ++p) ++next[static_cast<size_t>(bucket(p)) + 1];
+  for (int e = 0; e <= num_experts; ++e) next[e + 1] += next[e];  // next[e] = first row of e
   for (int e = 0; e <= num_experts; ++e) offsets[e] = next[e];
   for (int64_t p = 0; p < pairs; ++p) {
-    const int32_t row = next[ids[p]]++;
+    const int32_t row = next[bucket(p)]++;
     sorted_pairs.ptr<int32_t>()[row] = static_cast<int32_t>(p);
-    pair_rows.ptr<int32_t>()[p] = row;
+    pair_rows.ptr<int32_t>()[p] = ids[p] >= 0 ? row : -1;
   }
+}
+
+void moe_local_expert_ids(const Tensor& topk_ids, int first, int count, const Tensor& local_ids) {
+  const int32_t* ids = topk_ids.ptr<int32_t>();
+  int32_t* out = local_ids.ptr<int32_t>();
+  for (int64_t p = 0; p < topk_ids.numel(); ++p)
+    out[p] = ids[p] >= first && ids[p] - first < count ? ids[p] - first : ops::kMoeNotLocal;
 }
 
 void moe_gather(const Tensor& x, const Tensor& sorted_pairs, int k, const Tensor& xs) {

@@ -91,6 +91,8 @@ void moe_permute(const Tensor& topk_ids, int num_experts, const Tensor& expert_o
 void moe_gather(const Tensor& x, const Tensor& sorted_pairs, int k, const Tensor& xs, Stream stream);
 void moe_combine(const Tensor& ys, const Tensor& pair_rows, const Tensor& topk_weights,
                  const Tensor& out, Stream stream);
+void moe_local_expert_ids(const Tensor& topk_ids, int first, int count, const Tensor& local_ids,
+                          Stream stream);
 void moe_fp8_quantize(const Tensor& x, const Tensor& q, const Tensor& q_scale, Stream stream);
 void moe_gather_fp8(const Tensor& x, const Tensor& x_scale, const Tensor& sorted_pairs, int k,
                     const Tensor& xs, const Tensor& xs_scale, Stream stream);

@@ -12,7 +12,8 @@
 // in one launch.
 //
 // moe_gather copies token rows into permuted order; moe_combine sums each token's k expert rows
-// with its routing weights in fp32, in slot order.
+// with its routing weights in fp32, in slot order. moe_local_expert_ids renumbers a routing to one
+// rank's experts (expert parallelism): the others' become kMoeNotLocal, which lands in bucket E.
 #include "core/cuda_check.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
@@ -266,6 +267,30 @@ void moe_combine(const Tensor& ys, const Tensor& pair_rows, const Tensor& topk_w
         launch(combine_kernel<TY, TO, false>);
     });
   });
+  BRAID_CUDA_CHECK_LAUNCH();
+}
+
+namespace {
+
+// Expert parallelism's renumbering: one thread per pair (in place is fine: each reads its own).
+__global__ void local_expert_ids_kernel(const int32_t* ids, int64_t pairs, int first, int count,
+                                        int32_t* out) {
+  const int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (p >= pairs) return;
+  const int32_t e = ids[p];
+  out[p] = e >= first && e - first < count ? e - first : ops::kMoeNotLocal;
+}
+
+}  // namespace
+
+void moe_local_expert_ids(const Tensor& topk_ids, int first, int count, const Tensor& local_ids,
+                          Stream stream) {
+  const int64_t pairs = topk_ids.numel();
+  if (pairs == 0) return;
+  auto s = static_cast<cudaStream_t>(stream.handle);
+  const auto blocks = static_cast<unsigned>((pairs + 255) / 256);
+  local_expert_ids_kernel<<<blocks, 256, 0, s>>>(topk_ids.ptr<int32_t>(), pairs, first, count,
+                                                  local_ids.ptr<int32_t>());
   BRAID_CUDA_CHECK_LAUNCH();
 }
 
