@@ -430,6 +430,22 @@ BRAID_API braid_status braid_moe_experts(const braid_tensor* x, const braid_tens
                                          const braid_tensor* workspace, const braid_tensor* out,
                                          void* stream);
 
+/* braid_moe_experts with what the C++ op's other overloads take (include/braid/ops.h says the
+ * arithmetic); each of these may be NULL:
+ *   gate_up_scale [E, 2*I/128, H/128], down_scale [E, H/128, I/128] f32: fp8 (e4m3) experts'
+ *                 128 x 128 block scales, both or neither (H and I multiples of 128)
+ *   shared_gate_up [2*S, H], shared_down [H, S] (S a multiple of I), with shared_gate_up_scale
+ *                 and shared_down_scale when fp8: DeepSeek's shared experts, run on every token
+ *   residual      [T, H] x's dtype, rows: out = residual + (routed + shared), each sum rounded
+ *   workspace     [T * (k + S / I), I] f32 with shared experts (else [T*k, I]) */
+BRAID_API braid_status braid_moe_experts_ex(
+    const braid_tensor* x, const braid_tensor* topk_weights, const braid_tensor* topk_ids,
+    const braid_tensor* gate_up, const braid_tensor* gate_up_scale, const braid_tensor* down,
+    const braid_tensor* down_scale, const braid_tensor* shared_gate_up,
+    const braid_tensor* shared_gate_up_scale, const braid_tensor* shared_down,
+    const braid_tensor* shared_down_scale, const braid_tensor* residual,
+    const braid_tensor* workspace, const braid_tensor* out, void* stream);
+
 /* The MoE permutation (pair p = t * k + j is token t's j-th choice, expert topk_ids[t, j]).
  * moe_permute: expert e's pairs take rows [expert_offsets[e], expert_offsets[e + 1]) of the
  * permuted order, ascending in pair order (deterministic; no host synchronisation on CUDA).

@@ -1,4 +1,5 @@
-// C wrappers: moe_route_topk_softmax, moe_experts, the permutation ops (moe_permute, moe_gather,
+// C wrappers: moe_route_topk_softmax, moe_experts (and _ex: fp8 scales, shared experts, the
+// residual), the permutation ops (moe_permute, moe_gather,
 // moe_combine) and moe_grouped_gemm.
 #include "braid/ops.h"
 #include "capi/capi.h"
@@ -28,6 +29,31 @@ braid_status braid_moe_experts(const braid_tensor* x, const braid_tensor* topk_w
                             tensor_arg(op, "topk_ids", topk_ids),
                             tensor_arg(op, "gate_up", gate_up), tensor_arg(op, "down", down),
                             tensor_arg(op, "workspace", workspace), tensor_arg(op, "out", out),
+                            stream_arg(stream));
+  });
+}
+
+braid_status braid_moe_experts_ex(
+    const braid_tensor* x, const braid_tensor* topk_weights, const braid_tensor* topk_ids,
+    const braid_tensor* gate_up, const braid_tensor* gate_up_scale, const braid_tensor* down,
+    const braid_tensor* down_scale, const braid_tensor* shared_gate_up,
+    const braid_tensor* shared_gate_up_scale, const braid_tensor* shared_down,
+    const braid_tensor* shared_down_scale, const braid_tensor* residual,
+    const braid_tensor* workspace, const braid_tensor* out, void* stream) {
+  const char* op = "moe_experts";
+  return guarded(op, [&] {
+    braid::ops::MoeExpertsExtras extras;
+    extras.shared_gate_up = {optional_tensor_arg(op, "shared_gate_up", shared_gate_up),
+                             optional_tensor_arg(op, "shared_gate_up_scale", shared_gate_up_scale)};
+    extras.shared_down = {optional_tensor_arg(op, "shared_down", shared_down),
+                          optional_tensor_arg(op, "shared_down_scale", shared_down_scale)};
+    extras.residual = optional_tensor_arg(op, "residual", residual);
+    braid::ops::moe_experts(tensor_arg(op, "x", x), tensor_arg(op, "topk_weights", topk_weights),
+                            tensor_arg(op, "topk_ids", topk_ids),
+                            tensor_arg(op, "gate_up", gate_up), tensor_arg(op, "down", down),
+                            tensor_arg(op, "workspace", workspace), tensor_arg(op, "out", out),
+                            optional_tensor_arg(op, "gate_up_scale", gate_up_scale),
+                            optional_tensor_arg(op, "down_scale", down_scale), extras,
                             stream_arg(stream));
   });
 }
