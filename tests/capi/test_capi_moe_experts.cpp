@@ -10,21 +10,11 @@
 #include <vector>
 
 #include "braid/braid.h"
+#include "capi_test_util.h"
 
 namespace {
 
-const braid_dtype kF32 = {BRAID_DTYPE_FLOAT, 32, 1};
-const braid_dtype kI32 = {BRAID_DTYPE_INT, 32, 1};
-
-braid_tensor cpu_tensor(void* data, std::vector<int64_t>& shape, braid_dtype dtype) {
-  braid_tensor t{};
-  t.data = data;
-  t.device = {BRAID_DEVICE_CPU, 0};
-  t.ndim = static_cast<int32_t>(shape.size());
-  t.dtype = dtype;
-  t.shape = shape.data();
-  return t;
-}
+using namespace braid_capi_test;
 
 // Deterministic values in (-1, 1) that differ from element to element.
 std::vector<float> values(size_t n, float salt) {
@@ -35,11 +25,10 @@ std::vector<float> values(size_t n, float salt) {
 
 double silu(double g) { return g / (1 + std::exp(-g)); }
 
-// One SwiGLU MLP on row x: down[H, I] @ (silu(gate_up[0:I] @ x) * (gate_up[I:2I] @ x)); the
-// matrices in the Hugging Face [out, in] layout, gate_up's rows starting at row0 of a 2I-row
-// block and down's columns at col0 of a row of `ld` columns.
-std::vector<double> swiglu(const float* gate_up, const float* down, int64_t ld, int64_t col0,
-                           const float* x, int64_t H, int64_t I) {
+// One SwiGLU MLP on row x: down[H, I] @ (silu(gate_up[0:I] @ x) * (gate_up[I:2I] @ x)), the
+// matrices in the Hugging Face [out, in] layout.
+std::vector<double> swiglu(const float* gate_up, const float* down, const float* x, int64_t H,
+                           int64_t I) {
   std::vector<double> h(I), y(H, 0.0);
   for (int64_t i = 0; i < I; ++i) {
     double g = 0, u = 0;
@@ -50,7 +39,7 @@ std::vector<double> swiglu(const float* gate_up, const float* down, int64_t ld, 
     h[i] = silu(g) * u;
   }
   for (int64_t n = 0; n < H; ++n)
-    for (int64_t i = 0; i < I; ++i) y[n] += double{down[n * ld + col0 + i]} * h[i];
+    for (int64_t i = 0; i < I; ++i) y[n] += double{down[n * I + i]} * h[i];
   return y;
 }
 
@@ -75,7 +64,7 @@ struct Layer {
     std::vector<double> out(H, 0.0);
     for (int64_t j = 0; j < K; ++j) {
       const int64_t e = ids[t * K + j];
-      const auto y = swiglu(&gate_up[e * 2 * I * H], &down[e * H * I], I, 0, &x[t * H], H, I);
+      const auto y = swiglu(&gate_up[e * 2 * I * H], &down[e * H * I], &x[t * H], H, I);
       for (int64_t n = 0; n < H; ++n) out[n] += weights[t * K + j] * y[n];
     }
     return out;
@@ -109,7 +98,7 @@ TEST(CApi, MoeExpertsExSharedExpertsAndResidualInPlace) {
       << braid_last_error_message();
   for (int64_t t = 0; t < T; ++t) {
     const auto routed = l.routed(t);
-    const auto shared = swiglu(l.shared_gate_up.data(), l.shared_down.data(), S, 0, &l.x[t * H], H, S);
+    const auto shared = swiglu(l.shared_gate_up.data(), l.shared_down.data(), &l.x[t * H], H, S);
     for (int64_t n = 0; n < H; ++n)
       EXPECT_NEAR(l.residual[t * H + n], residual[t * H + n] + routed[n] + shared[n], 1e-5)
           << t << ", " << n;

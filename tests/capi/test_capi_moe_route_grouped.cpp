@@ -8,21 +8,11 @@
 #include <vector>
 
 #include "braid/braid.h"
+#include "capi_test_util.h"
 
 namespace {
 
-braid_tensor cpu_tensor(void* data, std::vector<int64_t>& shape, braid_dtype dtype) {
-  braid_tensor t{};
-  t.data = data;
-  t.device = {BRAID_DEVICE_CPU, 0};
-  t.ndim = static_cast<int32_t>(shape.size());
-  t.dtype = dtype;
-  t.shape = shape.data();
-  return t;
-}
-
-const braid_dtype kF32 = {BRAID_DTYPE_FLOAT, 32, 1};
-const braid_dtype kI32 = {BRAID_DTYPE_INT, 32, 1};
+using namespace braid_capi_test;
 
 // The worked example of tests/ops/test_moe_route_grouped.cpp: 8 experts in 4 groups of 2, keep
 // 2 groups, k = 3; the best expert (0) sits in a dropped group.

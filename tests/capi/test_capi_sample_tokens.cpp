@@ -9,22 +9,11 @@
 #include <vector>
 
 #include "braid/braid.h"
+#include "capi_test_util.h"
 
 namespace {
 
-braid_tensor cpu_tensor(void* data, std::vector<int64_t>& shape, braid_dtype dtype) {
-  braid_tensor t{};
-  t.data = data;
-  t.device = {BRAID_DEVICE_CPU, 0};
-  t.ndim = static_cast<int32_t>(shape.size());
-  t.dtype = dtype;
-  t.shape = shape.data();
-  return t;
-}
-
-const braid_dtype kF32 = {BRAID_DTYPE_FLOAT, 32, 1};
-const braid_dtype kI32 = {BRAID_DTYPE_INT, 32, 1};
-const braid_dtype kI64 = {BRAID_DTYPE_INT, 64, 1};
+using namespace braid_capi_test;
 
 struct Rows {
   std::vector<float> logits, temperature, top_p, min_p;
