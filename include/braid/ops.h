@@ -27,9 +27,11 @@ namespace braid::ops {
 //                                    weight_scale_inv), or
 //   [n, 1]:                          one per output row (compressed-tensors' per-channel scale).
 // The activations stay 16-bit. On CUDA an fp8 product of up to 16 rows streams w through the
-// GEMV kernel, exactly (fp32 sums of the exact products); longer ones quantize the activations to
-// fp8 per row and 128 columns (DeepSeek-V3's recipe) for cuBLASLt's block-scaled fp8 GEMM (128 x
-// 128 weight scales only; k % 128 == 0). The CPU reference is the exact product.
+// GEMV kernel, exactly (fp32 sums of the exact products); longer ones with 128 x 128 scales
+// quantize the activations to fp8 per row and 128 columns (DeepSeek-V3's recipe) for cuBLASLt's
+// block-scaled fp8 GEMM (k % 128 == 0), and with per-row scales (or k < 512) take the GEMV 16
+// rows at a time (exact, but the weights are read once per 16 rows). The CPU reference is the
+// exact product.
 struct Weight {
   Tensor w;
   Tensor scale;  // undefined for a 16-bit w

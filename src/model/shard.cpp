@@ -20,10 +20,68 @@ void divisible(const char* field, int64_t value, int size) {
                                             std::to_string(size));
 }
 
-bool any_dense_layer(const ModelConfig& c) {
+// The first layer with (moe) or without routed experts, -1 if none.
+int first_layer(const ModelConfig& c, bool moe) {
   for (int l = 0; l < c.num_layers; ++l)
-    if (!c.layer_is_moe(l)) return true;
-  return false;
+    if (c.layer_is_moe(l) == moe) return l;
+  return -1;
+}
+
+bool any_dense_layer(const ModelConfig& c) { return first_layer(c, false) >= 0; }
+
+// An fp8 checkpoint with 128 x 128 scale blocks can only be split on block boundaries: a rank's
+// rows (or columns) of a split matrix must start on one and end on one or at the matrix's end, so
+// that its scales are whole blocks of the checkpoint's. Checked with the slices the loader will
+// take (tensor_slice) for every rank and every kind of split fp8 matrix the model has; the error
+// names the tensor, the rank's part and what to change.
+void every_fp8_slice_holds_whole_blocks(const ModelConfig& full, int size, bool expert_parallel) {
+  auto layer = [](int l) { return "model.layers." + std::to_string(l) + "."; };
+  const std::string a = layer(0) + "self_attn.", dense = layer(first_layer(full, false)) + "mlp.",
+                    moe = layer(first_layer(full, true));
+  std::vector<std::pair<std::string, int64_t>> split;  // name, the length of its split dimension
+  if (full.mla()) {
+    const int64_t heads = full.num_heads;
+    split.push_back({a + (full.q_lora_rank > 0 ? "q_b_proj.weight" : "q_proj.weight"),
+                     heads * full.mla_q_head_dim()});
+    split.push_back({a + "kv_b_proj.weight", heads * (full.qk_nope_head_dim + full.v_head_dim)});
+    split.push_back({a + "o_proj.weight", heads * full.v_head_dim});
+  } else {
+    split.push_back({a + "q_proj.weight", int64_t{full.num_heads} * full.head_dim});
+    split.push_back({a + "k_proj.weight", int64_t{full.num_kv_heads} * full.head_dim});
+    split.push_back({a + "v_proj.weight", int64_t{full.num_kv_heads} * full.head_dim});
+    split.push_back({a + "o_proj.weight", int64_t{full.num_heads} * full.head_dim});
+  }
+  if (any_dense_layer(full)) {
+    split.push_back({dense + "gate_proj.weight", full.intermediate_size});
+    split.push_back({dense + "down_proj.weight", full.intermediate_size});
+  }
+  if (full.num_experts > 0 && !expert_parallel) {
+    const bool mixtral = full.arch == Arch::mixtral;
+    const std::string expert = moe + (mixtral ? "block_sparse_moe.experts.0." : "mlp.experts.0.");
+    const int64_t width = full.moe_intermediate_size;
+    split.push_back({expert + (mixtral ? "w1.weight" : "gate_proj.weight"), width});
+    split.push_back({expert + (mixtral ? "w2.weight" : "down_proj.weight"), width});
+  }
+  if (full.n_shared_experts > 0) {
+    const int64_t width = int64_t{full.moe_intermediate_size} * full.n_shared_experts;
+    split.push_back({moe + "mlp.shared_experts.gate_proj.weight", width});
+    split.push_back({moe + "mlp.shared_experts.down_proj.weight", width});
+  }
+  for (const auto& [name, whole] : split)
+    for (int r = 0; r < size; ++r) {
+      const TensorSlice s = tensor_slice(name, full, {r, size, expert_parallel});
+      if (s.dim < 0) continue;
+      if (s.begin % 128 == 0 && (s.end % 128 == 0 || s.end == whole)) continue;
+      refuse(ErrorKind::invalid_argument,
+             "fp8 tensor '" + name + "' and those like it: rank " + std::to_string(r) + " of " +
+                 std::to_string(size) + " would hold their " +
+                 (s.dim == 0 ? "rows [" : "columns [") + std::to_string(s.begin) + ", " +
+                 std::to_string(s.end) + "), which do not fall on the checkpoint's 128 x 128 "
+                 "scale blocks; split this fp8 checkpoint over fewer ranks" +
+                 (name.find(".experts.") != std::string::npos
+                      ? std::string(", or hold whole experts on each rank (--expert-parallel)")
+                      : std::string()));
+    }
 }
 
 }  // namespace
@@ -40,10 +98,6 @@ ModelConfig shard_config(const ModelConfig& full, int size, bool expert_parallel
                 "expert parallelism: num_experts " + std::to_string(full.num_experts) +
                     " is not a multiple of --tensor-parallel " + std::to_string(size) +
                     " (each rank holds whole experts)");
-  if (full.weights != WeightFormat::dense)
-    refuse(ErrorKind::unsupported, "fp8 checkpoints (" +
-                                       std::string(weight_format_name(full.weights)) +
-                                       ") are not split yet; load a 16-bit checkpoint");
   divisible("num_attention_heads", full.num_heads, size);
   if (full.num_kv_heads >= size)
     divisible("num_key_value_heads", full.num_kv_heads, size);
@@ -70,6 +124,8 @@ ModelConfig shard_config(const ModelConfig& full, int size, bool expert_parallel
   else
     c.moe_intermediate_size = full.moe_intermediate_size / size;
   c.vocab_size = full.vocab_size / size;
+  if (full.weights == WeightFormat::fp8_blocks)
+    every_fp8_slice_holds_whole_blocks(full, size, expert_parallel);
   return c;
 }
 
@@ -90,6 +146,17 @@ HeadRange kv_heads_of(const ModelConfig& full, TensorParallel tp) {
 
 TensorSlice tensor_slice(const std::string& name, const ModelConfig& full, TensorParallel tp) {
   if (tp.size == 1) return {};
+  // An fp8 weight's scales split with it: 128 x 128 blocks by whole blocks (shard_config keeps
+  // every split on block boundaries), per-row scales ([rows, 1]) by row and whole where the
+  // weight's columns split.
+  const bool blocks = full.weights == WeightFormat::fp8_blocks;
+  const std::string scale_suffix = blocks ? "_scale_inv" : "_scale";
+  if (full.weights != WeightFormat::dense && name.ends_with(scale_suffix)) {
+    const TensorSlice w = tensor_slice(name.substr(0, name.size() - scale_suffix.size()), full, tp);
+    if (w.dim < 0) return w;
+    if (blocks) return {w.dim, w.begin / 128, (w.end + 127) / 128};
+    return w.dim == 0 ? w : TensorSlice{};
+  }
   auto ends = [&](const char* suffix) { return name.ends_with(suffix); };
   auto part = [&](int dim, int64_t whole) {
     const int64_t per = whole / tp.size;

@@ -36,7 +36,10 @@ struct TensorParallel {
 // (one per rank, each rank the one its query heads read) when there are fewer. Throws
 // ErrorKind::unsupported or invalid_argument, naming the field, for what does not split: heads
 // not a multiple of the size, KV heads neither a multiple nor a divisor of it, widths or the
-// vocabulary not multiples of it, and (not yet) fp8 checkpoints. With expert_parallel the routed
+// vocabulary not multiples of it, and an fp8 checkpoint with 128 x 128 scale blocks whose split
+// matrices would not split on block boundaries (each rank's rows or columns of q/k/v, o_proj,
+// gate/up/down, the experts and MLA's q_b/kv_b must start on a multiple of 128 and end on one or
+// at the matrix's end: every scale block belongs to one rank). With expert_parallel the routed
 // experts are not cut: num_experts must be a multiple of the size (checked first), the config's
 // expert_parallel is the size and moe_intermediate_size stays whole; expert parallelism on a
 // model without routed experts is refused (invalid_argument, naming num_experts). With size 1 it
@@ -50,7 +53,8 @@ struct TensorSlice {
   int64_t begin = 0, end = 0;
 };
 
-// The slice of Hugging Face tensor `name` (of the model `full`) that rank tp.rank holds.
+// The slice of Hugging Face tensor `name` (of the model `full`) that rank tp.rank holds. An fp8
+// weight's scales ("<weight>_scale_inv" blocks, "<weight>_scale" rows) split with the weight.
 TensorSlice tensor_slice(const std::string& name, const ModelConfig& full, TensorParallel tp);
 
 // The KV heads [first, first + count) rank tp.rank holds.

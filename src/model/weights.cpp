@@ -199,10 +199,6 @@ class Builder {
 
 Weights build_weights(const ModelConfig& c, Device device, DType dtype, const WeightSource& source,
                       const WeightCheck& check, int first_expert) {
-  if (c.weights == WeightFormat::fp8_per_channel && device.is_cuda())
-    throw Error(ErrorKind::unsupported,
-                "checkpoint: fp8 with per-channel scales (compressed-tensors) runs on the CPU only "
-                "for now: CUDA has no per-channel fp8 GEMM for prompts yet");
   // attention_mla's CUDA kernel: r a multiple of 64 up to 512, dr a multiple of 32 up to 64.
   if (c.mla() && device.is_cuda() &&
       (c.kv_lora_rank % 64 != 0 || c.kv_lora_rank > 512 || c.qk_rope_head_dim % 32 != 0 ||
@@ -364,6 +360,13 @@ Weights load_weights(const ModelConfig& full, const Checkpoint& checkpoint, Devi
   const int first_expert = experts_of(full, tp).first;
   OwnedTensor staging;  // host buffer for dtype conversions, reused
   std::vector<uint8_t> columns;  // host buffer for a column slice, reused
+  // The shape of the rank's part of a tensor whose whole shape is `shape`.
+  auto held_shape = [&](const std::string& name, std::vector<int64_t> shape) {
+    const TensorSlice slice = tensor_slice(name, full, tp);
+    if (slice.dim >= 0 && static_cast<size_t>(slice.dim) < shape.size())
+      shape[static_cast<size_t>(slice.dim)] = slice.end - slice.begin;
+    return shape;
+  };
   // The tensor, once it is known to be there with the shape the config implies (for a rank of a
   // tensor-parallel group: its slice of the tensor has that shape): checked before its memory is
   // allocated (the dtype, which depends on the destination, when it is filled).
@@ -372,10 +375,8 @@ Weights load_weights(const ModelConfig& full, const Checkpoint& checkpoint, Devi
     if (!e)
       throw Error(ErrorKind::io, "checkpoint: missing tensor '" + name + "' (expected shape " +
                                      shape_text(shape) + ")");
-    std::vector<int64_t> held = e->shape;
+    const std::vector<int64_t> held = held_shape(name, e->shape);
     const TensorSlice slice = tensor_slice(name, full, tp);
-    if (slice.dim >= 0 && static_cast<size_t>(slice.dim) < held.size())
-      held[static_cast<size_t>(slice.dim)] = slice.end - slice.begin;
     const bool fits = slice.dim < 0 || (static_cast<size_t>(slice.dim) < e->shape.size() &&
                                         e->shape[static_cast<size_t>(slice.dim)] >= slice.end);
     if (!fits || held != shape)
@@ -406,8 +407,10 @@ Weights load_weights(const ModelConfig& full, const Checkpoint& checkpoint, Devi
     return columns.data();
   };
   // --quantize fp8: a linear layer the fp8 layout wants in fp8 that the checkpoint holds in a
-  // 16-bit (or f32) type is quantized here. Tensors already fp8 (an fp8 checkpoint, quantized
-  // again) load as they are, with their own scales.
+  // 16-bit (or f32) type is quantized here; a rank quantizes its part, whose split falls on the
+  // 128 x 128 blocks (shard_config), so it gets exactly the blocks of the whole matrix's
+  // quantization. Tensors already fp8 (an fp8 checkpoint, quantized again) load as they are, with
+  // their own scales.
   auto quantizing = [&](const std::string& weight) {
     if (quantize != Quantize::fp8 || c.weights != WeightFormat::fp8_blocks) return false;
     const TensorEntry* e = checkpoint.find(weight);
@@ -432,7 +435,7 @@ Weights load_weights(const ModelConfig& full, const Checkpoint& checkpoint, Devi
     std::vector<float>& scales = scales_of[name];
     scales.resize(static_cast<size_t>(((rows + 127) / 128) * ((cols + 127) / 128)));
     codes.resize(static_cast<size_t>(rows * cols));
-    quantize_fp8_blocks(name, e->data, e->dtype, rows, cols, codes.data(), scales.data());
+    quantize_fp8_blocks(name, data_of(e, name), e->dtype, rows, cols, codes.data(), scales.data());
     return e;
   };
   auto from_checkpoint = [&](const std::string& name, const std::vector<int64_t>& shape,
@@ -446,7 +449,7 @@ Weights load_weights(const ModelConfig& full, const Checkpoint& checkpoint, Devi
     if (const std::string weight = weight_of_scale(name); !weight.empty() && quantizing(weight)) {
       auto it = scales_of.find(weight);
       if (it == scales_of.end()) {  // asked for before its weight (the check saw it 2-D)
-        quantized(weight, checkpoint.find(weight)->shape);
+        quantized(weight, held_shape(weight, checkpoint.find(weight)->shape));
         it = scales_of.find(weight);
       }
       const std::vector<float> scales = std::move(it->second);

@@ -68,12 +68,13 @@ class Group {
   std::vector<std::unique_ptr<engine::Engine>> ranks_;
 };
 
-// A prompt (all logits), then decode steps, against the unsharded engine.
-void expect_matches_unsharded(const std::string& dir, int size, bool expert_parallel = false) {
+// A prompt (all logits), then decode steps, against the unsharded engine (both with `base`).
+void expect_matches_unsharded(const std::string& dir, int size, bool expert_parallel = false,
+                              const engine::EngineOptions& base = {}) {
   SCOPED_TRACE(dir + " at tensor-parallel size " + std::to_string(size) +
                (expert_parallel ? ", expert parallel" : ""));
-  engine::Engine whole(dir, {});
-  Group group(dir, size, expert_parallel);
+  engine::Engine whole(dir, base);
+  Group group(dir, size, expert_parallel, nullptr, base);
   const int vocab = whole.config().vocab_size;
   const auto prompt = tokens_of(11, vocab, 5);
   EXPECT_LE(rel_error(group.step(prompt, true), whole.step(prompt, true)), 1e-5);
@@ -259,12 +260,122 @@ TEST(TensorParallelCpu, WhatDoesNotSplitIsRefusedBeforeLoading) {
   TinyModelDir kv_dir(kv);
   expect_error([&] { engine::Engine(kv_dir.path(), with(0, 3, &three)); }, ErrorKind::invalid_argument,
                {"num_key_value_heads 2", "--tensor-parallel 3"});
+  // An fp8 checkpoint whose k_proj (4 KV heads of 32) would split into 64-row halves: each half
+  // would hold half of a 128 x 128 scale block. The same checkpoint in 16 bits splits.
   TinyModelSpec fp8 = s;
   fp8.hidden = 256, fp8.heads = 8, fp8.kv_heads = 4, fp8.head_dim = 32, fp8.intermediate = 256;
   fp8.fp8 = "blocks";
   TinyModelDir fp8_dir(fp8);
-  expect_error([&] { engine::Engine(fp8_dir.path(), with(0, 2, &two)); }, ErrorKind::unsupported,
-               {"fp8"});
+  expect_error([&] { engine::Engine(fp8_dir.path(), with(0, 2, &two)); }, ErrorKind::invalid_argument,
+               {"'model.layers.0.self_attn.k_proj.weight'", "rank 0 of 2", "rows [0, 64)",
+                "128 x 128 scale blocks"});
+  engine::EngineOptions quantized = with(0, 2, &two);
+  quantized.quantize = model::Quantize::fp8;
+  TinyModelSpec dense16 = fp8;
+  dense16.fp8 = "";
+  TinyModelDir dense16_dir(dense16);
+  expect_error([&] { engine::Engine(dense16_dir.path(), quantized); }, ErrorKind::invalid_argument,
+               {"k_proj", "rows [0, 64)"});
+  // Per-row scales split with their rows, whatever the widths.
+  TinyModelSpec channel = fp8;
+  channel.fp8 = "channel";
+  TinyModelDir channel_dir(channel);
+  expect_matches_unsharded(channel_dir.path(), 2);
+}
+
+// fp8 checkpoints split like 16-bit ones, each scale with the rows or columns it scales
+// (model/shard.h). Widths whose every split falls on 128 x 128 blocks at 2 and 4 ranks: q 512
+// rows (4 heads of 128), k and v 256 (split at 2, a whole head each at 4), the MLP 512 wide. On the
+// CPU an fp8 product is exact (value x scale in f32), so the split differs from the whole only
+// in the order of its sums; a rank given another part's scales moves the logits by far more.
+TinyModelSpec fp8_split_spec(const std::string& format) {
+  TinyModelSpec s;
+  s.hidden = 256, s.heads = 4, s.kv_heads = 2, s.head_dim = 128, s.intermediate = 512;
+  s.fp8 = format;
+  return s;
+}
+
+TEST(TensorParallelCpu, Fp8CheckpointsMatchTheUnshardedForward) {
+  for (const char* format : {"blocks", "channel"}) {
+    TinyModelDir dir(fp8_split_spec(format));
+    expect_matches_unsharded(dir.path(), 2);
+    expect_matches_unsharded(dir.path(), 4);
+  }
+}
+
+// --quantize fp8 on a rank quantizes the rank's part of each 16-bit matrix. Split on the blocks,
+// that part is exactly the rank's part of the whole matrix's quantization: the same bytes and
+// scales as the unsplit load's (row and column splits, and gate|up stacked), and so the unsplit
+// quantized engine's logits.
+TEST(TensorParallelCpu, QuantizedAtLoadEachRankHoldsItsPartOfTheWholeQuantization) {
+  TinyModelDir dir(fp8_split_spec(""));  // an f32 checkpoint
+  const model::ModelConfig full =
+      model::quantized_config(model::load_config(dir.path()), model::Quantize::fp8);
+  const model::Checkpoint ckpt = model::Checkpoint::open(dir.path());
+  const model::Weights whole =
+      model::load_weights(full, ckpt, Device::cpu(), DType::f32, model::Quantize::fp8);
+  const model::Weights half =
+      model::load_weights(full, ckpt, Device::cpu(), DType::f32, model::Quantize::fp8, {1, 2});
+  for (size_t l = 0; l < whole.layers.size(); ++l) {
+    const model::LayerWeights &w = whole.layers[l], &h = half.layers[l];
+    SCOPED_TRACE("layer " + std::to_string(l));
+    ASSERT_EQ(h.o_proj.dtype, DType::f8e4m3);
+    // o_proj [256, 512] by columns: rank 1's [256, 512), its scales' block columns [2, 4).
+    EXPECT_EQ(to_floats(h.o_proj), to_floats(w.o_proj.slice(1, 256, 512)));
+    EXPECT_EQ(to_floats(h.o_proj_scale), to_floats(w.o_proj_scale.slice(1, 2, 4)));
+    EXPECT_EQ(to_floats(h.down), to_floats(w.down.slice(1, 256, 512)));
+    EXPECT_EQ(to_floats(h.down_scale), to_floats(w.down_scale.slice(1, 2, 4)));
+    // gate|up [1024, 256] by rows of each: rank 1's gate rows [256, 512), then its up rows
+    // [768, 1024) of the stack; the scales' block rows [2, 4) and [6, 8).
+    EXPECT_EQ(to_floats(h.gate_up.slice(0, 0, 256)), to_floats(w.gate_up.slice(0, 256, 512)));
+    EXPECT_EQ(to_floats(h.gate_up.slice(0, 256, 512)), to_floats(w.gate_up.slice(0, 768, 1024)));
+    EXPECT_EQ(to_floats(h.gate_up_scale.slice(0, 0, 2)), to_floats(w.gate_up_scale.slice(0, 2, 4)));
+    EXPECT_EQ(to_floats(h.gate_up_scale.slice(0, 2, 4)), to_floats(w.gate_up_scale.slice(0, 6, 8)));
+  }
+  engine::EngineOptions o;
+  o.quantize = model::Quantize::fp8;
+  expect_matches_unsharded(dir.path(), 2, false, o);
+  expect_matches_unsharded(dir.path(), 4, false, o);
+}
+
+// fp8 routed experts (Qwen3-*-FP8's and DeepSeek-V3's layout) split along their width (512 wide:
+// 256 or 128 columns a rank, whole blocks) or whole (expert parallelism); DeepSeek's multi-head
+// latent attention (8 heads: q_b_proj and kv_b_proj 1024 rows, o_proj 512 columns) and its shared
+// expert split too. The prompt stays within moe_gemv_max_tokens: the experts' GEMV, exact on the
+// CPU like the dense fp8 products (a longer one quantizes the activations per 128 columns).
+TEST(TensorParallelCpu, Fp8ExpertsMatchTheUnshardedForward) {
+  TinyModelSpec qwen3 = fp8_split_spec("blocks");
+  qwen3.arch = "Qwen3MoeForCausalLM";
+  qwen3.qk_norm = true;
+  qwen3.mlp_only_layers = {0};
+  qwen3.fp8_experts = true;
+  qwen3.experts = 8, qwen3.experts_per_token = 2, qwen3.moe_intermediate = 512;
+  TinyModelSpec deepseek = qwen3;
+  deepseek.arch = "DeepseekV3ForCausalLM";
+  deepseek.deepseek = true;
+  deepseek.qk_norm = false;
+  deepseek.heads = 8, deepseek.q_lora = 128, deepseek.kv_lora = 128;
+  deepseek.nope = 64, deepseek.rope = 64, deepseek.v_head = 64;
+  for (const TinyModelSpec& spec : {qwen3, deepseek}) {
+    TinyModelDir dir(spec);
+    EXPECT_TRUE(model::load_config(dir.path()).fp8_experts());
+    for (int size : {2, 4})
+      for (bool expert_parallel : {false, true})
+        expect_matches_unsharded(dir.path(), size, expert_parallel);
+  }
+  // 128-wide experts would split into 64-column halves of their scale blocks: refused, naming the
+  // first MoE layer's expert and the split that keeps them whole, which then runs.
+  TinyModelSpec narrow = qwen3;
+  narrow.moe_intermediate = 128;
+  TinyModelDir narrow_dir(narrow);
+  parallel::ThreadComm two(2);
+  engine::EngineOptions o;
+  o.tensor_parallel = {0, 2};
+  o.comm = &two;
+  expect_error([&] { engine::Engine(narrow_dir.path(), o); }, ErrorKind::invalid_argument,
+               {"'model.layers.1.mlp.experts.0.gate_proj.weight'", "rows [0, 64)",
+                "--expert-parallel"});
+  expect_matches_unsharded(narrow_dir.path(), 2, /*expert_parallel=*/true);
 }
 
 // Expert parallelism (model/shard.h): the same ranks, each holding whole routed experts

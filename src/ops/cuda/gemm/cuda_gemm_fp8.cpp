@@ -1,4 +1,5 @@
-// The fp8 product of more rows than the GEMV takes: DeepSeek-V3's recipe on cuBLASLt.
+// The fp8 product of more rows than the GEMV takes: DeepSeek-V3's recipe on cuBLASLt (per-channel
+// scales, and k below 512: the GEMV 16 rows at a time, in gemm_fp8_blocks).
 //   1. a (bf16) is quantized per row and 128 columns to fp8 e4m3, one f32 scale per block
 //      (moe_fp8_quantize with one term: scale = amax / 448), into a per-device scratch;
 //   2. cuBLASLt's block-scaled fp8 GEMM (CUDA 12.9+, Hopper): the weight's scales one per
@@ -131,10 +132,15 @@ void gemm_fp8_blocks(const Tensor& a, const Tensor& w, const Tensor& w_scale, co
                      const Tensor& out, Stream stream) {
   const int64_t m = a.size(0), k = a.size(1), n = w.size(0);
   const bool block_scales = check::scale_blocks({w, w_scale}).rows == kBlock;
-  // k of 128 or 256: the GEMV, 16 rows at a time. cuBLASLt takes these k too (with the padded
-  // scales below), but such layers are too small to bind any model, and the GEMV can keep its
-  // products exact (BRAID_FP8_GEMV=exact) where cuBLASLt's always quantize the activations.
-  if (k < kSmallestCublasK && gemv_fused_applicable(a.slice(0, 0, std::min<int64_t>(m, 16)), k, w)) {
+  // The GEMV, 16 rows at a time:
+  //   - k of 128 or 256. cuBLASLt takes these k too (with the padded scales below), but such
+  //     layers are too small to bind any model, and the GEMV can keep its products exact
+  //     (BRAID_FP8_GEMV=exact) where cuBLASLt's always quantize the activations;
+  //   - per-channel scales ([n, 1], compressed-tensors checkpoints), which the block-scaled GEMM
+  //     does not take. Correct at any m, but it reads the weights once per 16 rows: a prompt costs
+  //     m / 16 weight streams (docs/perf/fp8.md, "Per-channel scales on CUDA").
+  if ((k < kSmallestCublasK || !block_scales) &&
+      gemv_fused_applicable(a.slice(0, 0, std::min<int64_t>(m, 16)), k, w)) {
     for (int64_t r = 0; r < m; r += 16) {
       const int64_t e = std::min(m, r + 16);
       gemv_plain(a.slice(0, r, e), w, w_scale, bias, out.slice(0, r, e), stream);
@@ -143,9 +149,10 @@ void gemm_fp8_blocks(const Tensor& a, const Tensor& w, const Tensor& w_scale, co
   }
   if (!block_scales || k % kBlock != 0 || a.dtype != DType::bf16 || w_scale.dtype != DType::f32)
     throw Error(ErrorKind::unsupported,
-                fmt::format("gemm: an fp8 product of {} rows (more than the GEMV takes) needs bf16 "
-                            "activations, k a multiple of 128 and 128 x 128 f32 weight scales; got "
-                            "{} activations, k = {}, scales {} {}",
+                fmt::format("gemm: an fp8 product of {} rows (more than the GEMV takes at once) "
+                            "needs bf16 activations, k a multiple of 128 and 128 x 128 f32 weight "
+                            "scales, or operands the GEMV takes 16 rows at a time; got {} "
+                            "activations, k = {}, scales {} {}",
                             m, dtype_name(a.dtype), k, dtype_name(w_scale.dtype),
                             shape_string(w_scale)));
   const int64_t m4 = (m + 3) / 4 * 4;
