@@ -585,8 +585,14 @@ typedef struct braid_llm braid_llm;
  *   "cuda_graphs"             true | false (true)
  *   "seed"                    integer: requests without a seed draw theirs from a generator
  *                             seeded with it, so a run repeats (default: a random seed each)
+ *   "tensor_parallel_size"    ranks the model is split over, in [1, 64] (1): on CUDA the GPUs
+ *                             from the device's on (NCCL), on the CPU threads; heads, widths and
+ *                             the vocabulary must divide (the error names the field)
+ *   "enable_expert_parallel"  true | false (false): a MoE model's routed experts whole over the
+ *                             ranks instead of split along their width
  * An unknown key, a wrong type or a value out of range is BRAID_ERR_INVALID_ARGUMENT naming the
- * key; "cuda" without a usable GPU is BRAID_ERR_UNSUPPORTED; a missing or malformed model folder is
+ * key (as is a tensor_parallel_size larger than the GPUs present, or one the model does not
+ * split by); "cuda" without a usable GPU is BRAID_ERR_UNSUPPORTED; a missing or malformed model folder is
  * BRAID_ERR_IO (or the error of what failed). On success *out owns the engine. */
 BRAID_API braid_status braid_llm_create(const char* model_dir, const char* options_json,
                                         braid_llm** out);
@@ -630,7 +636,8 @@ BRAID_API braid_status braid_llm_detokenize(braid_llm* llm, const int32_t* ids, 
 
 /* What the engine runs, as a JSON object: "device", "dtype", "weights" (the linear layers' format:
  * "dense", "fp8_blocks" or "fp8_per_channel"), "max_model_len", "vocab_size", "num_kv_pages",
- * "page_size", "eos_token_ids", "architecture", "has_tokenizer". */
+ * "page_size", "eos_token_ids", "architecture", "has_tokenizer", "tensor_parallel_size",
+ * "expert_parallel". */
 BRAID_API braid_status braid_llm_info(braid_llm* llm, char** info_json);
 
 /* Frees a string returned by a braid_llm_* call (NULL is a no-op). */

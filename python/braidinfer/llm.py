@@ -219,6 +219,10 @@ class LLM:
     scales at load (info["weights"] then says "fp8_blocks").
     enforce_eager=True is vLLM's spelling of cuda_graphs=False. seed makes the requests that
     bring no seed of their own repeat from run to run.
+    tensor_parallel_size=N splits the model over N ranks (on CUDA the GPUs from the device's on,
+    over NCCL; on the CPU threads), enable_expert_parallel=True a MoE model's routed experts whole
+    over them (vLLM's spellings; info["tensor_parallel_size"] and info["expert_parallel"] say
+    what runs).
     """
 
     def __init__(self, model: Union[str, os.PathLike], *, device: str = "auto",
@@ -230,7 +234,8 @@ class LLM:
                  num_kv_pages: Optional[int] = None,
                  enable_prefix_caching: Optional[bool] = None,
                  cuda_graphs: Optional[bool] = None, enforce_eager: Optional[bool] = None,
-                 seed: Optional[int] = None):
+                 seed: Optional[int] = None, tensor_parallel_size: Optional[int] = None,
+                 enable_expert_parallel: Optional[bool] = None):
         self._handle = None  # first: __del__ must find it even if the rest fails
         self._lock = threading.Lock()
         self._next_request = 0
@@ -243,7 +248,8 @@ class LLM:
             "max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
             "gpu_memory_utilization": gpu_memory_utilization, "num_kv_pages": num_kv_pages,
             "enable_prefix_caching": enable_prefix_caching, "cuda_graphs": cuda_graphs,
-            "seed": seed,
+            "seed": seed, "tensor_parallel_size": tensor_parallel_size,
+            "enable_expert_parallel": enable_expert_parallel,
         }
         options = {k: v for k, v in options.items() if v is not None}
         handle = ctypes.c_void_p()
@@ -287,7 +293,8 @@ class LLM:
     @property
     def info(self) -> dict:
         """device, dtype, weights (dense, fp8_blocks or fp8_per_channel), architecture,
-        max_model_len, vocab_size, num_kv_pages, page_size, eos_token_ids, has_tokenizer."""
+        max_model_len, vocab_size, num_kv_pages, page_size, eos_token_ids, has_tokenizer,
+        tensor_parallel_size, expert_parallel."""
         return dict(self._info)
 
     @property

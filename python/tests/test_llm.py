@@ -47,6 +47,17 @@ def test_greedy_continuation_equals_the_golden(llm, golden):
     assert c.index == 0 and c.logprobs is None and c.cumulative_logprob is None
 
 
+def test_tensor_parallel_ranks_on_cpu_threads_give_the_golden(library, golden):
+    # tiny-fortunes' 4 heads over 2 KV heads: split at 2 ranks, the KV heads replicated at 4.
+    case = golden["cases"][0]
+    for ranks in (2, 4):
+        with LLM(MODEL, **CPU, tensor_parallel_size=ranks) as split:
+            assert split.info["tensor_parallel_size"] == ranks
+            assert split.info["expert_parallel"] is False
+            [out] = split.generate(case["prompt"], greedy(48))
+            assert out.outputs[0].token_ids == case["tokens"]
+
+
 def test_every_golden_case_in_one_batch(llm, golden):
     cases = golden["cases"]
     outs = llm.generate([c["prompt"] for c in cases], greedy(golden["max_new_tokens"]))
@@ -198,6 +209,12 @@ def test_bad_options_raise_braid_error(library):
     # 128-row fp8 blocks, and the error says so.
     expect_braid_error(lambda: LLM(MODEL, device="cpu", quantize="fp8"), Status.UNSUPPORTED,
                        "gate_proj.weight", "688 rows", "quantize fp8")
+    expect_braid_error(lambda: LLM(MODEL, device="cpu", tensor_parallel_size=0), bad,
+                       "options.tensor_parallel_size")
+    expect_braid_error(lambda: LLM(MODEL, device="cpu", tensor_parallel_size=3), bad,
+                       "num_attention_heads 4")
+    expect_braid_error(lambda: LLM(MODEL, device="cpu", tensor_parallel_size=2,
+                                   enable_expert_parallel=True), bad, "num_experts 0")
     expect_braid_error(lambda: LLM(os.path.join(ROOT, "no-such-model"), device="cpu"),
                        Status.IO, "no-such-model")
     with pytest.raises(ValueError, match="contradict"):

@@ -244,6 +244,8 @@ braid_status braid_llm_info(braid_llm* llm, char** info_json) {
                                        ? "fp8_per_channel"
                                        : "dense"},
                        {"architecture", std::string(model::arch_name(c.arch))},
+                       {"tensor_parallel_size", eng.tensor_parallel()},
+                       {"expert_parallel", eng.expert_parallel()},
                        {"max_model_len", eng.max_model_len()},
                        {"vocab_size", c.vocab_size},
                        {"num_kv_pages", eng.num_kv_pages()},

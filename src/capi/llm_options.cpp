@@ -73,7 +73,8 @@ LlmOptions parse_options(const char* options_json) {
   reject_unknown_keys(w, o,
                       {"device", "dtype", "quantize", "max_model_len", "max_num_seqs",
                        "max_num_batched_tokens", "gpu_memory_utilization", "num_kv_pages",
-                       "enable_prefix_caching", "cuda_graphs", "seed"});
+                       "enable_prefix_caching", "cuda_graphs", "seed", "tensor_parallel_size",
+                       "enable_expert_parallel"});
   LlmOptions out;
   engine::EngineConfig& e = out.engine;
   e.device = device_option(w, o);
@@ -90,6 +91,10 @@ LlmOptions parse_options(const char* options_json) {
   e.num_kv_pages = static_cast<int>(integer(w, o, "num_kv_pages", 0, 0, INT_MAX / 2));
   e.enable_prefix_caching = boolean(w, o, "enable_prefix_caching", e.enable_prefix_caching);
   e.cuda_graphs = boolean(w, o, "cuda_graphs", e.cuda_graphs);
+  // vLLM's spellings; what does not split (or more GPUs than present) the engine refuses, naming
+  // the field, before it reads any weight.
+  e.tensor_parallel = static_cast<int>(integer(w, o, "tensor_parallel_size", 1, 1, 64));
+  e.expert_parallel = boolean(w, o, "enable_expert_parallel", false);
   if (field(o, "seed")) {
     if (!o["seed"].is_number_integer()) bad(w, w.key("seed") + " must be an integer, got " + shown(o["seed"]));
     out.seed = o["seed"].is_number_unsigned() ? o["seed"].get<uint64_t>()

@@ -102,6 +102,7 @@ class LLMEngine {
   DType dtype() const { return weights_.dtype; }
   size_t weight_bytes() const { return weights_.bytes; }  // tensor parallelism: rank 0's part
   int tensor_parallel() const { return static_cast<int>(followers_.size()) + 1; }
+  bool expert_parallel() const { return rank_config_.expert_parallel > 1; }  // (a no-op at 1 rank)
   const Metrics& metrics() const { return metrics_; }
   const BlockManager& blocks() const { return *blocks_; }
   const Scheduler& scheduler() const { return *scheduler_; }

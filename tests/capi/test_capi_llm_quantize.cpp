@@ -9,6 +9,7 @@
 
 #include "braid/braid.h"
 #include "engine/tiny_model.h"
+#include "llm_test_util.h"
 
 namespace {
 
@@ -24,21 +25,10 @@ braid::test::TinyModelSpec spec(const std::string& fp8) {
 
 // Greedy token ids of one request, and the engine's info.
 std::pair<std::vector<int32_t>, json> run(const std::string& dir, const std::string& options) {
-  braid_llm* llm = nullptr;
-  EXPECT_EQ(braid_llm_create(dir.c_str(), options.c_str(), &llm), BRAID_OK) << braid_last_error_message();
-  if (!llm) return {};
-  char* info = nullptr;
-  EXPECT_EQ(braid_llm_info(llm, &info), BRAID_OK);
-  const json i = json::parse(info);
-  braid_free_string(info);
-  char* out = nullptr;
-  EXPECT_EQ(braid_llm_generate(llm, R"([{"prompt_token_ids": [5, 9, 17], "temperature": 0,
-                                          "max_tokens": 5, "ignore_eos": true}])", &out),
-            BRAID_OK) << braid_last_error_message();
-  const json r = out ? json::parse(out) : json();
-  braid_free_string(out);
-  braid_llm_destroy(llm);
-  return {r[0]["outputs"][0]["token_ids"].get<std::vector<int32_t>>(), i};
+  const auto [tokens, info] = braid_capi_test::run_llm(
+      dir, options,
+      R"([{"prompt_token_ids": [5, 9, 17], "temperature": 0, "max_tokens": 5, "ignore_eos": true}])");
+  return {tokens.empty() ? std::vector<int32_t>{} : tokens[0], info};
 }
 
 TEST(CApiLlmQuantize, Fp8QuantizesA16BitCheckpointAsTheFp8OneHoldsIt) {
