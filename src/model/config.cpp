@@ -440,10 +440,12 @@ bool ModelConfig::layer_is_moe(int layer) const {
 
 namespace {
 
-// quantization_config: which fp8 format the linear layers are in (checked field by field).
-WeightFormat parse_quantization(const Source& cfg) {
+// quantization_config: which fp8 format the linear layers are in (checked field by field), into
+// m.weights and m.fp8_scale_per_tensor, with a note for what of it is not used.
+void parse_quantization(const Source& cfg, ModelConfig& m) {
+  m.weights = WeightFormat::dense;
   const json* q = get(cfg, "quantization_config");
-  if (q == nullptr) return WeightFormat::dense;
+  if (q == nullptr) return;
   if (!q->is_object()) field_error(ErrorKind::invalid_argument, cfg, "quantization_config", "an object", q);
   const Source s{*q, cfg.file, "quantization_config."};
   const std::string method = optional_string(s, "quant_method", "");
@@ -458,10 +460,16 @@ WeightFormat parse_quantization(const Source& cfg) {
     if (block == nullptr || *block != json::array({128, 128}))
       unsupported(s, "weight_block_size",
                   "fp8 weights need 128 x 128 scale blocks ([128, 128]); got " + describe_value(block));
-    return WeightFormat::fp8_blocks;
+    m.weights = WeightFormat::fp8_blocks;
+    return;
   }
   if (method == "compressed-tensors") {
-    // One config group of 8-bit float weights per output channel, dynamic per-token activations.
+    // One config group of 8-bit float weights with a scale per output channel (FP8-dynamic) or
+    // per matrix (llm-compressor's static FP8: one weight_scale each, broadcast to the rows at
+    // load, which keeps q, k and v exact where one shared scale would requantize them).
+    // Activations: dynamic per token, or static (an input_scale per layer, which the engine does
+    // not use: its fp8 products take the activations as they are, or quantize them per token and
+    // 128 columns itself, as for every fp8 checkpoint).
     const json* groups = get(s, "config_groups");
     if (groups == nullptr || !groups->is_object() || groups->size() != 1)
       unsupported(s, "config_groups", "compressed-tensors checkpoints with one config group are supported");
@@ -471,19 +479,33 @@ WeightFormat parse_quantization(const Source& cfg) {
     auto field_is = [](const json* o, const char* key, const json& want) {
       return o != nullptr && o->is_object() && o->contains(key) && (*o)[key] == want;
     };
-    const bool fp8_channel = field_is(w, "num_bits", 8) && field_is(w, "type", "float") &&
-                             field_is(w, "strategy", "channel");
-    if (!fp8_channel)
-      unsupported(g, "weights", "only 8-bit float weights per channel (FP8-dynamic) are supported; got " +
-                                    describe_value(w));
+    const bool fp8 = field_is(w, "num_bits", 8) && field_is(w, "type", "float");
+    const bool per_channel = field_is(w, "strategy", "channel");
+    const bool per_tensor = field_is(w, "strategy", "tensor");
+    if (!fp8 || !(per_channel || per_tensor))
+      unsupported(g, "weights", "only 8-bit float weights with a scale per channel or per tensor "
+                                "(FP8-dynamic, FP8) are supported; got " + describe_value(w));
     const json* a = get(g, "input_activations");
-    if (a != nullptr && !field_is(a, "dynamic", true))
-      unsupported(g, "input_activations", "only dynamic activation scales are supported; got " +
-                                              describe_value(a));
-    return WeightFormat::fp8_per_channel;
+    if (a != nullptr && !a->is_null()) {
+      if (!field_is(a, "num_bits", 8) || !field_is(a, "type", "float"))
+        unsupported(g, "input_activations",
+                    "only 8-bit float activations (or none) are supported; got " + describe_value(a));
+      if (!field_is(a, "dynamic", true))
+        m.notes.push_back("compressed-tensors: the checkpoint's static activation scales "
+                          "(input_scale) are not used; the fp8 products take the activations as "
+                          "they are, or quantize them per token and 128 columns");
+    }
+    const json* kv = get(s, "kv_cache_scheme");
+    if (kv != nullptr && !kv->is_null())
+      m.notes.push_back("compressed-tensors: kv_cache_scheme is not used; the KV cache stays in the "
+                        "compute dtype");
+    m.weights = WeightFormat::fp8_per_channel;
+    m.fp8_scale_per_tensor = per_tensor;
+    return;
   }
   unsupported(s, "quant_method", "quantization '" + method +
-                                     "' is not supported (fp8, compressed-tensors float8 per channel)");
+                                     "' is not supported (fp8, compressed-tensors float8 per "
+                                     "channel or per tensor)");
 }
 
 }  // namespace
@@ -559,7 +581,7 @@ ModelConfig parse_config(const std::string& config_json, const std::string& gene
   m.tie_word_embeddings = optional_bool(s, "tie_word_embeddings", false);
   // DeepSeek-OCR's language_config may leave the dtype and the quantization to the top level.
   m.dtype = parse_dtype(vl && get(s, "dtype") == nullptr && get(s, "torch_dtype") == nullptr ? top : s);
-  m.weights = parse_quantization(vl && get(s, "quantization_config") == nullptr ? top : s);
+  parse_quantization(vl && get(s, "quantization_config") == nullptr ? top : s, m);
 
   const std::string act = optional_string(s, "hidden_act", "silu");
   if (act != "silu")

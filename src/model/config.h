@@ -39,13 +39,17 @@ enum class WeightFormat {
   fp8_blocks,       // quantization_config.quant_method "fp8", weight_block_size [128, 128]:
                     // float8_e4m3fn weights, "<name>_scale_inv" f32 per 128 x 128 block
   fp8_per_channel,  // compressed-tensors float-quantized: float8_e4m3fn weights,
-                    // "<name>_scale" f32 per output row ([n, 1])
+                    // "<name>_scale" f32 per output row ([n, 1]), or one per matrix
+                    // (ModelConfig::fp8_scale_per_tensor), which the loader copies to every row
 };
 std::string_view weight_format_name(WeightFormat f);
 
 struct ModelConfig {
   Arch arch = Arch::llama;
   WeightFormat weights = WeightFormat::dense;
+  // fp8_per_channel checkpoints whose weight_scale is one value per matrix (compressed-tensors
+  // "strategy": "tensor", shape [] or [1]): loaded as that value on every row.
+  bool fp8_scale_per_tensor = false;
   int vocab_size = 0;
   int hidden_size = 0;
   int intermediate_size = 0;   // dense MLP
@@ -153,7 +157,8 @@ struct ModelConfig {
 // JSON, invalid_argument for a missing or out-of-range value, unsupported for an architecture,
 // rope type, activation, dtype, sliding window or quantization this engine does not run
 // (quantization_config: "fp8" with 128 x 128 blocks and dynamic activations, or
-// compressed-tensors float 8-bit per-channel weights with dynamic per-token activations).
+// compressed-tensors float 8-bit weights with a scale per channel or per tensor; their static
+// activation scales and kv_cache_scheme, if any, are not used, and a note says so).
 ModelConfig load_config(const std::string& dir);
 // The same from JSON text already read (generation_config may be empty). The source names are
 // what error messages call the two files.

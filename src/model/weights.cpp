@@ -438,8 +438,36 @@ Weights load_weights(const ModelConfig& full, const Checkpoint& checkpoint, Devi
     quantize_fp8_blocks(name, data_of(e, name), e->dtype, rows, cols, codes.data(), scales.data());
     return e;
   };
+  // compressed-tensors per-tensor scales (fp8_scale_per_tensor): one value per matrix, shape []
+  // or [1], asked for as the [rows, 1] per-channel scales the engine holds (for a rank, its rows'):
+  // every row gets the value.
+  auto per_tensor_scale = [&](const std::string& name) -> const TensorEntry* {
+    if (!c.fp8_scale_per_tensor || !name.ends_with("_scale")) return nullptr;
+    const TensorEntry* e = checkpoint.find(name);
+    if (!e)
+      throw Error(ErrorKind::io, "checkpoint: missing tensor '" + name +
+                                     "' (expected one per-tensor scale, shape [] or [1])");
+    if (e->shape.size() > 1 || (e->shape.size() == 1 && e->shape[0] != 1))
+      throw Error(ErrorKind::io, "checkpoint: tensor '" + name + "' in " + e->file +
+                                     ": expected one per-tensor scale, shape [] or [1] "
+                                     "(quantization_config's weights strategy is \"tensor\"), got " +
+                                     shape_text(e->shape));
+    if (e->dtype != DType::f32 && e->dtype != DType::bf16 && e->dtype != DType::f16)
+      throw Error(ErrorKind::io, "checkpoint: tensor '" + name + "' in " + e->file + " is " +
+                                     std::string(dtype_name(e->dtype)) +
+                                     " but it must be F32, BF16 or F16");
+    return e;
+  };
   auto from_checkpoint = [&](const std::string& name, const std::vector<int64_t>& shape,
                              const Tensor& dst) {
+    if (const TensorEntry* e = per_tensor_scale(name)) {
+      const int64_t n = dst.numel();
+      staging = OwnedTensor(DType::f32, {n}, Device::cpu());
+      const float value = load_as_float(e->data, e->dtype, 0);
+      for (int64_t i = 0; i < n; ++i) store_from_float(staging.data(), DType::f32, i, value);
+      copy(staging.view(), dst.reshape({n}));
+      return;
+    }
     if (dst.dtype == DType::f8e4m3 && shape.size() == 2 && quantizing(name)) {
       quantized(name, shape);
       const int64_t n = dst.numel();
@@ -494,6 +522,7 @@ Weights load_weights(const ModelConfig& full, const Checkpoint& checkpoint, Devi
     // A quantized weight's scales are computed, not read: the weight itself is checked.
     if (const std::string weight = weight_of_scale(name); !weight.empty() && quantizing(weight))
       return;
+    if (per_tensor_scale(name)) return;
     (void)entry(name, shape);
   };
   if (quantize == Quantize::none)

@@ -64,7 +64,32 @@ TEST_P(Fp8Checkpoint, CudaBf16MatchesTheCpuWithinTheActivationQuantization) {
     EXPECT_LE(rel_error(gpu2.step({t}), cpu2.step({t})), 3e-2);
 }
 
-INSTANTIATE_TEST_SUITE_P(Formats, Fp8Checkpoint, ::testing::Values("blocks", "channel"));
+INSTANTIATE_TEST_SUITE_P(Formats, Fp8Checkpoint, ::testing::Values("blocks", "channel", "tensor"));
+
+// compressed-tensors' static FP8: one scale per matrix (scalar or [1]) reaches every row of the
+// stacked q|k|v and gate|up, each matrix its own; the static input scales are left unused, and
+// the engine's config says so. A scale of another shape, or missing, is named.
+TEST(Fp8CheckpointPerTensor, ScalesReachEveryRowAndBadScalesAreNamed) {
+  TinyModelDir dir(fp8_spec("tensor", false));
+  engine::Engine eng(dir.path(), {});
+  EXPECT_TRUE(eng.config().fp8_scale_per_tensor);
+  ASSERT_EQ(eng.config().notes.size(), 1u);
+  EXPECT_NE(eng.config().notes[0].find("input_scale"), std::string::npos);
+  TinyModelSpec missing_spec = fp8_spec("tensor", false);
+  missing_spec.drop_tensor = "model.layers.1.mlp.up_proj.weight_scale";
+  TinyModelDir missing(missing_spec);
+  expect_error([&] { engine::Engine(missing.path(), {}); }, ErrorKind::io,
+               {"'model.layers.1.mlp.up_proj.weight_scale'", "missing", "per-tensor"});
+  // The same checkpoint with per-channel scales, but config.json saying "tensor".
+  TinyModelDir channel(fp8_spec("channel", false));
+  const std::string cfg_path = channel.path() + "/config.json";
+  std::ifstream in(cfg_path);
+  nlohmann::json cfg = nlohmann::json::parse(in);
+  cfg["quantization_config"]["config_groups"]["group_0"]["weights"]["strategy"] = "tensor";
+  std::ofstream(cfg_path) << cfg.dump();
+  expect_error([&] { engine::Engine(channel.path(), {}); }, ErrorKind::io,
+               {"_scale'", "shape [] or [1]", "[256, 1]"});
+}
 
 // An intermediate size whose gate_up (2 x 8704 = 17,408 rows) is wide enough for the decode GEMV
 // to quantize its activations (gemv_fp8_quantizes, on GPUs of up to 136 SMs): decode steps then

@@ -285,7 +285,8 @@ TEST(TensorParallelCpu, WhatDoesNotSplitIsRefusedBeforeLoading) {
 
 // fp8 checkpoints split like 16-bit ones, each scale with the rows or columns it scales
 // (model/shard.h). Widths whose every split falls on 128 x 128 blocks at 2 and 4 ranks: q 512
-// rows (4 heads of 128), k and v 256 (split at 2, a whole head each at 4), the MLP 512 wide. On the
+// rows (4 heads of 128), k and v 256 (split at 2, a whole head each at 4), the MLP 512 wide; per-row
+// and per-matrix scales (compressed-tensors) need no such widths. On the
 // CPU an fp8 product is exact (value x scale in f32), so the split differs from the whole only
 // in the order of its sums; a rank given another part's scales moves the logits by far more.
 TinyModelSpec fp8_split_spec(const std::string& format) {
@@ -296,7 +297,7 @@ TinyModelSpec fp8_split_spec(const std::string& format) {
 }
 
 TEST(TensorParallelCpu, Fp8CheckpointsMatchTheUnshardedForward) {
-  for (const char* format : {"blocks", "channel"}) {
+  for (const char* format : {"blocks", "channel", "tensor"}) {
     TinyModelDir dir(fp8_split_spec(format));
     expect_matches_unsharded(dir.path(), 2);
     expect_matches_unsharded(dir.path(), 4);

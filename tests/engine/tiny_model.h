@@ -32,7 +32,10 @@ struct TinyModelSpec {
   // Tensors to leave out / reshape, for bad-input tests.
   std::string drop_tensor;
   // fp8 linear layers (q/k/v/o/gate/up/down): "blocks" (quant_method fp8, 128 x 128 scale blocks,
-  // "<name>_scale_inv"), "channel" (compressed-tensors per-row "<name>_scale"), or "" for none.
+  // "<name>_scale_inv"), "channel" (compressed-tensors per-row "<name>_scale"), "tensor"
+  // (compressed-tensors' static FP8: one "<name>_scale" per matrix, shape [] for the attention
+  // projections and [1] for the rest, and an "input_scale" per layer, which the engine ignores),
+  // or "" for none.
   // With fp8_dequantized the same quantized values are written dense (value x scale, exact in
   // f32): the reference an fp8 checkpoint must match.
   std::string fp8;
@@ -83,15 +86,18 @@ class TinyModelDir {
     if (s.fp8 == "blocks" && !s.fp8_dequantized)
       c["quantization_config"] = {{"quant_method", "fp8"}, {"fmt", "e4m3"},
                                   {"activation_scheme", "dynamic"}, {"weight_block_size", {128, 128}}};
-    if (s.fp8 == "channel" && !s.fp8_dequantized)
+    if ((s.fp8 == "channel" || s.fp8 == "tensor") && !s.fp8_dequantized) {
+      const bool channel = s.fp8 == "channel";
       c["quantization_config"] = {
           {"quant_method", "compressed-tensors"},
           {"config_groups",
            {{"group_0",
-             {{"weights", {{"num_bits", 8}, {"type", "float"}, {"strategy", "channel"}}},
+             {{"weights", {{"num_bits", 8}, {"type", "float"}, {"strategy", s.fp8}}},
               {"input_activations",
-               {{"num_bits", 8}, {"type", "float"}, {"strategy", "token"}, {"dynamic", true}}},
+               {{"num_bits", 8}, {"type", "float"}, {"strategy", channel ? "token" : "tensor"},
+                {"dynamic", channel}}},
               {"targets", {"Linear"}}}}}}};
+    }
     if (s.deepseek) {
       c.update({{"q_lora_rank", s.q_lora}, {"kv_lora_rank", s.kv_lora}, {"qk_nope_head_dim", s.nope},
                 {"qk_rope_head_dim", s.rope}, {"v_head_dim", s.v_head}, {"first_k_dense_replace", 1}});
@@ -147,12 +153,16 @@ class TinyModelDir {
       // The values a 16-bit checkpoint of this spec holds (a no-op for F32), so that its
       // quantization at load (--quantize fp8) gives this checkpoint's bytes.
       for (float& x : v) x = quantize(t, x);
-      // Quantize: a scale per 128 x 128 block or per row = amax / 448, values e4m3(v / scale).
-      const bool blocks = s.fp8 == "blocks";
+      // Quantize: a scale per 128 x 128 block, per row or per matrix = amax / 448, values
+      // e4m3(v / scale).
+      const bool blocks = s.fp8 == "blocks", whole = s.fp8 == "tensor";
       const int64_t rows = shape[0], cols = shape[1];
-      const int64_t sr = blocks ? (rows + 127) / 128 : rows, sc = blocks ? (cols + 127) / 128 : 1;
+      const int64_t sr = blocks ? (rows + 127) / 128 : whole ? 1 : rows;
+      const int64_t sc = blocks ? (cols + 127) / 128 : 1;
       std::vector<float> scale(static_cast<size_t>(sr * sc), 0.0f);
-      auto at = [&](int64_t r, int64_t c) { return (blocks ? r / 128 : r) * sc + (blocks ? c / 128 : 0); };
+      auto at = [&](int64_t r, int64_t c) {
+        return blocks ? (r / 128) * sc + c / 128 : whole ? 0 : r;
+      };
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t c = 0; c < cols; ++c)
           scale[at(r, c)] = std::max(scale[at(r, c)], std::fabs(v[r * cols + c]) / 448.0f);
@@ -165,6 +175,13 @@ class TinyModelDir {
         }
       if (s.fp8_dequantized) return write(name, std::move(shape), t, dq);
       write(name, std::move(shape), DType::f8e4m3, q);
+      if (whole) {
+        const bool attention = name.find(".self_attn.") != std::string::npos;
+        write(name + "_scale", attention ? std::vector<int64_t>{} : std::vector<int64_t>{1},
+              DType::f32, scale);
+        const std::string layer = name.substr(0, name.size() - std::string("weight").size());
+        return write(layer + "input_scale", {1}, DType::f32, {0.02f});
+      }
       write(name + (blocks ? "_scale_inv" : "_scale"), {sr, sc}, DType::f32, scale);
     };
     const int64_t H = s.hidden, qd = s.heads * s.head_dim, kvd = s.kv_heads * s.head_dim;

@@ -713,6 +713,55 @@ TEST(ConfigErrors, UnsupportedFeatures) {
                ErrorKind::unsupported, {"field 'layer_types'", "sliding_attention"});
 }
 
+// compressed-tensors fp8 as llm-compressor writes it: FP8-dynamic (a scale per channel, dynamic
+// per-token activations) and static FP8 (a scale per matrix, static activation scales, which the
+// engine does not use and says so in a note); other schemes are refused naming the field.
+json compressed_tensors(const std::string& weight_strategy, const json& activations) {
+  const json weights = {{"actorder", nullptr}, {"block_structure", nullptr}, {"dynamic", false},
+                        {"group_size", nullptr}, {"num_bits", 8}, {"observer", "minmax"},
+                        {"strategy", weight_strategy}, {"symmetric", true}, {"type", "float"}};
+  return {{"config_groups",
+           {{"group_0", {{"input_activations", activations}, {"output_activations", nullptr},
+                         {"targets", {"Linear"}}, {"weights", weights}}}}},
+          {"format", "float-quantized"}, {"ignore", {"lm_head"}}, {"kv_cache_scheme", nullptr},
+          {"quant_method", "compressed-tensors"}, {"quantization_status", "compressed"}};
+}
+
+TEST(Config, CompressedTensorsFp8) {
+  const json dynamic = {{"dynamic", true}, {"num_bits", 8}, {"strategy", "token"},
+                        {"symmetric", true}, {"type", "float"}};
+  const json fixed = {{"dynamic", false}, {"num_bits", 8}, {"strategy", "tensor"},
+                      {"symmetric", true}, {"type", "float"}};
+  const ModelConfig channel =
+      parse(with(kLlama32_1B, {{"quantization_config", compressed_tensors("channel", dynamic)}}));
+  EXPECT_EQ(channel.weights, model::WeightFormat::fp8_per_channel);
+  EXPECT_FALSE(channel.fp8_scale_per_tensor);
+  EXPECT_TRUE(channel.notes.empty());
+  const ModelConfig tensor =
+      parse(with(kLlama32_1B, {{"quantization_config", compressed_tensors("tensor", fixed)}}));
+  EXPECT_EQ(tensor.weights, model::WeightFormat::fp8_per_channel);
+  EXPECT_TRUE(tensor.fp8_scale_per_tensor);
+  ASSERT_EQ(tensor.notes.size(), 1u);
+  EXPECT_NE(tensor.notes[0].find("input_scale"), std::string::npos) << tensor.notes[0];
+  json with_kv = compressed_tensors("channel", dynamic);
+  with_kv["kv_cache_scheme"] = {{"num_bits", 8}, {"type", "float"}, {"strategy", "tensor"}};
+  const ModelConfig kv = parse(with(kLlama32_1B, {{"quantization_config", with_kv}}));
+  ASSERT_EQ(kv.notes.size(), 1u);
+  EXPECT_NE(kv.notes[0].find("kv_cache_scheme"), std::string::npos) << kv.notes[0];
+
+  json grouped = compressed_tensors("group", dynamic);
+  expect_error([&] { parse(with(kLlama32_1B, {{"quantization_config", grouped}})); },
+               ErrorKind::unsupported, {"config_groups.group_0.weights", "\"group\""});
+  json four_bits = compressed_tensors("channel", dynamic);
+  four_bits["config_groups"]["group_0"]["weights"]["num_bits"] = 4;
+  expect_error([&] { parse(with(kLlama32_1B, {{"quantization_config", four_bits}})); },
+               ErrorKind::unsupported, {"config_groups.group_0.weights", "8-bit float"});
+  json int8_activations = compressed_tensors("channel", dynamic);
+  int8_activations["config_groups"]["group_0"]["input_activations"]["type"] = "int";
+  expect_error([&] { parse(with(kLlama32_1B, {{"quantization_config", int8_activations}})); },
+               ErrorKind::unsupported, {"config_groups.group_0.input_activations"});
+}
+
 // Loader limits (issue 20): sizes no model has are refused while parsing, before anything is
 // sized from them, with the field and the limit named. 2^40 does not fit an int; 10^6 layers and
 // the others do, and used to be accepted.
