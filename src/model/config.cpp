@@ -461,12 +461,14 @@ void parse_quantization(const Source& cfg, ModelConfig& m) {
       unsupported(s, "weight_block_size",
                   "fp8 weights need 128 x 128 scale blocks ([128, 128]); got " + describe_value(block));
     m.weights = WeightFormat::fp8_blocks;
+    m.fp8_scale_suffix = "_scale_inv";
     return;
   }
   if (method == "compressed-tensors") {
-    // One config group of 8-bit float weights with a scale per output channel (FP8-dynamic) or
-    // per matrix (llm-compressor's static FP8: one weight_scale each, broadcast to the rows at
-    // load, which keeps q, k and v exact where one shared scale would requantize them).
+    // One config group of 8-bit float weights with a scale per 128 x 128 block (FP8-block: the
+    // layout of quant_method fp8, scales named "<name>_scale"), per output channel (FP8-dynamic)
+    // or per matrix (static FP8: one weight_scale each, copied to the rows at load, which keeps
+    // q, k and v exact where one shared scale would requantize them).
     // Activations: dynamic per token, or static (an input_scale per layer, which the engine does
     // not use: its fp8 products take the activations as they are, or quantize them per token and
     // 128 columns itself, as for every fp8 checkpoint).
@@ -482,9 +484,14 @@ void parse_quantization(const Source& cfg, ModelConfig& m) {
     const bool fp8 = field_is(w, "num_bits", 8) && field_is(w, "type", "float");
     const bool per_channel = field_is(w, "strategy", "channel");
     const bool per_tensor = field_is(w, "strategy", "tensor");
-    if (!fp8 || !(per_channel || per_tensor))
-      unsupported(g, "weights", "only 8-bit float weights with a scale per channel or per tensor "
-                                "(FP8-dynamic, FP8) are supported; got " + describe_value(w));
+    const bool blocks = field_is(w, "strategy", "block");
+    if (!fp8 || !(per_channel || per_tensor || blocks))
+      unsupported(g, "weights", "only 8-bit float weights with a scale per 128 x 128 block, per "
+                                "channel or per tensor (FP8-block, FP8-dynamic, FP8) are "
+                                "supported; got " + describe_value(w));
+    if (blocks && !field_is(w, "block_structure", json::array({128, 128})))
+      unsupported(g, "weights", "fp8 weight blocks must be 128 x 128 (block_structure [128, 128]); "
+                                "got " + describe_value(w));
     const json* a = get(g, "input_activations");
     if (a != nullptr && !a->is_null()) {
       if (!field_is(a, "num_bits", 8) || !field_is(a, "type", "float"))
@@ -499,13 +506,14 @@ void parse_quantization(const Source& cfg, ModelConfig& m) {
     if (kv != nullptr && !kv->is_null())
       m.notes.push_back("compressed-tensors: kv_cache_scheme is not used; the KV cache stays in the "
                         "compute dtype");
-    m.weights = WeightFormat::fp8_per_channel;
+    m.weights = blocks ? WeightFormat::fp8_blocks : WeightFormat::fp8_per_channel;
     m.fp8_scale_per_tensor = per_tensor;
+    m.fp8_scale_suffix = "_scale";
     return;
   }
   unsupported(s, "quant_method", "quantization '" + method +
                                      "' is not supported (fp8, compressed-tensors float8 per "
-                                     "channel or per tensor)");
+                                     "block, channel or tensor)");
 }
 
 }  // namespace

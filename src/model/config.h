@@ -37,7 +37,8 @@ std::string supported_architectures();
 enum class WeightFormat {
   dense,            // the checkpoint's dtype
   fp8_blocks,       // quantization_config.quant_method "fp8", weight_block_size [128, 128]:
-                    // float8_e4m3fn weights, "<name>_scale_inv" f32 per 128 x 128 block
+                    // float8_e4m3fn weights, "<name>_scale_inv" f32 per 128 x 128 block (the
+                    // same as compressed-tensors' "block" strategy, whose scales are "<name>_scale")
   fp8_per_channel,  // compressed-tensors float-quantized: float8_e4m3fn weights,
                     // "<name>_scale" f32 per output row ([n, 1]), or one per matrix
                     // (ModelConfig::fp8_scale_per_tensor), which the loader copies to every row
@@ -50,6 +51,9 @@ struct ModelConfig {
   // fp8_per_channel checkpoints whose weight_scale is one value per matrix (compressed-tensors
   // "strategy": "tensor", shape [] or [1]): loaded as that value on every row.
   bool fp8_scale_per_tensor = false;
+  // What an fp8 weight's name takes for its scales' name: "_scale_inv" (quant_method fp8, and
+  // --quantize fp8's computed scales) or "_scale" (compressed-tensors, every layout).
+  std::string fp8_scale_suffix = "_scale_inv";
   int vocab_size = 0;
   int hidden_size = 0;
   int intermediate_size = 0;   // dense MLP

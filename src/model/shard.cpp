@@ -150,9 +150,9 @@ TensorSlice tensor_slice(const std::string& name, const ModelConfig& full, Tenso
   // every split on block boundaries), per-row scales ([rows, 1]) by row and whole where the
   // weight's columns split.
   const bool blocks = full.weights == WeightFormat::fp8_blocks;
-  const std::string scale_suffix = blocks ? "_scale_inv" : "_scale";
-  if (full.weights != WeightFormat::dense && name.ends_with(scale_suffix)) {
-    const TensorSlice w = tensor_slice(name.substr(0, name.size() - scale_suffix.size()), full, tp);
+  const std::string& suffix = full.fp8_scale_suffix;
+  if (full.weights != WeightFormat::dense && name.ends_with(suffix)) {
+    const TensorSlice w = tensor_slice(name.substr(0, name.size() - suffix.size()), full, tp);
     if (w.dim < 0) return w;
     if (blocks) return {w.dim, w.begin / 128, (w.end + 127) / 128};
     return w.dim == 0 ? w : TensorSlice{};

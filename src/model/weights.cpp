@@ -24,9 +24,11 @@ std::string shape_text(const std::vector<int64_t>& s) {
 
 class Builder {
  public:
+  // scale_suffix: what an fp8 weight's name takes for its scales' (ModelConfig::fp8_scale_suffix).
   Builder(Device device, DType dtype, Weights& w, const WeightSource& source,
-          const WeightCheck& check)
-      : device_(device), dtype_(dtype), weights_(w), source_(source), check_(check) {}
+          const WeightCheck& check, std::string scale_suffix)
+      : device_(device), dtype_(dtype), weights_(w), source_(source), check_(check),
+        scale_suffix_(std::move(scale_suffix)) {}
 
   // Before an allocation: every tensor that will go into it exists as the config says.
   void check(const std::string& name, const std::vector<int64_t>& shape) {
@@ -91,7 +93,7 @@ class Builder {
     auto scale_rows = [&](int64_t r) { return blocks ? (r + 127) / 128 : r; };
     for (size_t i = 0; i < names.size(); ++i) {
       check(names[i], {rows[i], cols});
-      check(names[i] + (blocks ? "_scale_inv" : "_scale"), {scale_rows(rows[i]), scale_cols});
+      check(names[i] + scale_suffix_, {scale_rows(rows[i]), scale_cols});
     }
     Tensor t = allocate({total, cols}, DType::f8e4m3);
     scale = allocate({scale_rows(total), scale_cols}, DType::f32);
@@ -99,7 +101,7 @@ class Builder {
     for (size_t i = 0; i < names.size(); ++i) {
       fill(names[i], {rows[i], cols}, t.slice(0, at, at + rows[i]));
       const int64_t s0 = blocks ? at / 128 : at, s1 = scale_rows(at + rows[i]);
-      fill(names[i] + (blocks ? "_scale_inv" : "_scale"), {s1 - s0, scale_cols}, scale.slice(0, s0, s1));
+      fill(names[i] + scale_suffix_, {s1 - s0, scale_cols}, scale.slice(0, s0, s1));
       at += rows[i];
     }
     return t;
@@ -107,7 +109,8 @@ class Builder {
 
   // Experts stored one tensor per expert, packed as [E, 2 I, H] (gate rows, then up: the
   // MoeActivation::swiglu order) and [E, H, I]. fp8 experts are packed the same way in f8e4m3,
-  // each "<name>_scale_inv" beside them into [E, 2 I / 128, H / 128] and [E, H / 128, I / 128]
+  // each one's scales ("<name>_scale_inv", compressed-tensors "<name>_scale") beside them into
+  // [E, 2 I / 128, H / 128] and [E, H / 128, I / 128]
   // (moe_grouped_gemm_fp8's w_scale); I and H must be whole 128-blocks, so that the gate's and
   // the up's scale blocks stack without sharing one and the fp8 ops take the widths.
   // Expert parallelism: local expert e is the checkpoint's expert first + e (the E held ones only
@@ -128,9 +131,9 @@ class Builder {
       check(name(e, up), {I, H});
       check(name(e, down), {H, I});
       if (!fp8) continue;
-      check(name(e, gate) + "_scale_inv", {ib, hb});
-      check(name(e, up) + "_scale_inv", {ib, hb});
-      check(name(e, down) + "_scale_inv", {hb, ib});
+      check(name(e, gate) + scale_suffix_, {ib, hb});
+      check(name(e, up) + scale_suffix_, {ib, hb});
+      check(name(e, down) + scale_suffix_, {hb, ib});
     }
     const DType t = fp8 ? DType::f8e4m3 : dtype_;
     lw.experts_gate_up = allocate({E, 2 * I, H}, t);
@@ -146,9 +149,9 @@ class Builder {
       fill(name(e, down), {H, I}, lw.experts_down.select(0, e));
       if (!fp8) continue;
       const Tensor gu_scale = lw.experts_gate_up_scale.select(0, e);
-      fill(name(e, gate) + "_scale_inv", {ib, hb}, gu_scale.slice(0, 0, ib));
-      fill(name(e, up) + "_scale_inv", {ib, hb}, gu_scale.slice(0, ib, 2 * ib));
-      fill(name(e, down) + "_scale_inv", {hb, ib}, lw.experts_down_scale.select(0, e));
+      fill(name(e, gate) + scale_suffix_, {ib, hb}, gu_scale.slice(0, 0, ib));
+      fill(name(e, up) + scale_suffix_, {ib, hb}, gu_scale.slice(0, ib, 2 * ib));
+      fill(name(e, down) + scale_suffix_, {hb, ib}, lw.experts_down_scale.select(0, e));
     }
   }
 
@@ -193,6 +196,7 @@ class Builder {
   Weights& weights_;
   const WeightSource& source_;
   const WeightCheck& check_;
+  std::string scale_suffix_;
 };
 
 }  // namespace
@@ -221,7 +225,7 @@ Weights build_weights(const ModelConfig& c, Device device, DType dtype, const We
   Weights w;
   w.device = device;
   w.dtype = dtype;
-  Builder b(device, dtype, w, source, check);
+  Builder b(device, dtype, w, source, check, c.fp8_scale_suffix);
   const int H = c.hidden_size, V = c.vocab_size, hd = c.head_dim;
   const int qd = c.q_dim(), kvd = c.kv_dim();
 
@@ -416,7 +420,7 @@ Weights load_weights(const ModelConfig& full, const Checkpoint& checkpoint, Devi
     const TensorEntry* e = checkpoint.find(weight);
     return e && e->dtype != DType::f8e4m3;
   };
-  const std::string scale_suffix = "_scale_inv";
+  const std::string scale_suffix = c.fp8_scale_suffix;  // "_scale_inv" when quantizing
   auto weight_of_scale = [&](const std::string& name) {
     return name.ends_with(scale_suffix) ? name.substr(0, name.size() - scale_suffix.size())
                                         : std::string();

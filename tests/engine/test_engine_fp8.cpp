@@ -42,8 +42,9 @@ class Fp8Checkpoint : public ::testing::TestWithParam<std::string> {};
 TEST_P(Fp8Checkpoint, CpuLogitsEqualTheDequantizedCheckpoints) {
   TinyModelDir fp8(fp8_spec(GetParam(), false)), dense(fp8_spec(GetParam(), true));
   engine::Engine a(fp8.path(), {}), b(dense.path(), {});
-  EXPECT_EQ(a.config().weights, GetParam() == "blocks" ? model::WeightFormat::fp8_blocks
-                                                        : model::WeightFormat::fp8_per_channel);
+  const bool blocks = GetParam() == "blocks" || GetParam() == "ct_block";
+  EXPECT_EQ(a.config().weights,
+            blocks ? model::WeightFormat::fp8_blocks : model::WeightFormat::fp8_per_channel);
   EXPECT_EQ(b.config().weights, model::WeightFormat::dense);
   const auto prompt = prompt_of(19, 3);
   EXPECT_LE(rel_error(a.step(prompt, true), b.step(prompt, true)), 1e-6);
@@ -64,7 +65,8 @@ TEST_P(Fp8Checkpoint, CudaBf16MatchesTheCpuWithinTheActivationQuantization) {
     EXPECT_LE(rel_error(gpu2.step({t}), cpu2.step({t})), 3e-2);
 }
 
-INSTANTIATE_TEST_SUITE_P(Formats, Fp8Checkpoint, ::testing::Values("blocks", "channel", "tensor"));
+INSTANTIATE_TEST_SUITE_P(Formats, Fp8Checkpoint,
+                         ::testing::Values("blocks", "channel", "tensor", "ct_block"));
 
 // compressed-tensors' static FP8: one scale per matrix (scalar or [1]) reaches every row of the
 // stacked q|k|v and gate|up, each matrix its own; the static input scales are left unused, and
@@ -329,6 +331,34 @@ TEST_P(Fp8Experts, CudaBf16MatchesTheCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, Fp8Experts, ::testing::Values("qwen3", "deepseek"));
+
+// compressed-tensors' FP8-block holds the values and 128 x 128 scales of quant_method fp8, its
+// scales named "<name>_scale": the same model to the last bit, the fp8 experts too. Its other
+// block sizes are refused naming the field.
+TEST(Fp8CompressedTensorsBlock, RunsAsTheQuantMethodFp8Checkpoint) {
+  for (const char* family : {"qwen3", "deepseek"}) {
+    SCOPED_TRACE(family);
+    TinyModelSpec spec = fp8_experts_spec(family, false);
+    TinyModelDir fp8(spec);
+    spec.fp8 = "ct_block";
+    TinyModelDir compressed(spec);
+    engine::Engine a(fp8.path(), {}), b(compressed.path(), {});
+    EXPECT_EQ(b.config().weights, model::WeightFormat::fp8_blocks);
+    EXPECT_EQ(b.config().fp8_scale_suffix, "_scale");
+    EXPECT_TRUE(b.config().fp8_experts());
+    const auto prompt = prompt_of(19, 3);
+    EXPECT_EQ(b.step(prompt, true), a.step(prompt, true));
+    EXPECT_EQ(b.step({7}), a.step({7}));
+  }
+  TinyModelDir dir(fp8_spec("ct_block", false));
+  const std::string cfg_path = dir.path() + "/config.json";
+  std::ifstream in(cfg_path);
+  nlohmann::json cfg = nlohmann::json::parse(in);
+  cfg["quantization_config"]["config_groups"]["group_0"]["weights"]["block_structure"] = {64, 64};
+  std::ofstream(cfg_path) << cfg.dump();
+  expect_error([&] { engine::Engine(dir.path(), {}); }, ErrorKind::unsupported,
+               {"weights", "block_structure [128, 128]"});
+}
 
 TEST(Fp8ExpertsErrors, MissingScaleBadWidthPerChannelAndF16AreNamed) {
   TinyModelSpec s = fp8_experts_spec("qwen3", false);

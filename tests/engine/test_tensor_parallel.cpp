@@ -297,7 +297,7 @@ TinyModelSpec fp8_split_spec(const std::string& format) {
 }
 
 TEST(TensorParallelCpu, Fp8CheckpointsMatchTheUnshardedForward) {
-  for (const char* format : {"blocks", "channel", "tensor"}) {
+  for (const char* format : {"blocks", "channel", "tensor", "ct_block"}) {
     TinyModelDir dir(fp8_split_spec(format));
     expect_matches_unsharded(dir.path(), 2);
     expect_matches_unsharded(dir.path(), 4);

@@ -35,12 +35,13 @@ struct TinyModelSpec {
   // "<name>_scale_inv"), "channel" (compressed-tensors per-row "<name>_scale"), "tensor"
   // (compressed-tensors' static FP8: one "<name>_scale" per matrix, shape [] for the attention
   // projections and [1] for the rest, and an "input_scale" per layer, which the engine ignores),
-  // or "" for none.
+  // "ct_block" (compressed-tensors' FP8-block: the values and scales of "blocks", the scales
+  // named "<name>_scale"), or "" for none.
   // With fp8_dequantized the same quantized values are written dense (value x scale, exact in
   // f32): the reference an fp8 checkpoint must match.
   std::string fp8;
   bool fp8_dequantized = false;
-  // With fp8 "blocks": the routed experts in fp8 too, each expert's gate/up/down with its
+  // With fp8 "blocks" (or "ct_block"): the routed experts in fp8 too, each expert's gate/up/down with its
   // "<name>_scale_inv" (DeepSeek-V3's and Qwen3-*-FP8's layout). Without it they stay dense, as
   // every other format writes them.
   bool fp8_experts = false;
@@ -86,17 +87,22 @@ class TinyModelDir {
     if (s.fp8 == "blocks" && !s.fp8_dequantized)
       c["quantization_config"] = {{"quant_method", "fp8"}, {"fmt", "e4m3"},
                                   {"activation_scheme", "dynamic"}, {"weight_block_size", {128, 128}}};
-    if ((s.fp8 == "channel" || s.fp8 == "tensor") && !s.fp8_dequantized) {
-      const bool channel = s.fp8 == "channel";
+    if ((s.fp8 == "channel" || s.fp8 == "tensor" || s.fp8 == "ct_block") && !s.fp8_dequantized) {
+      const bool dynamic = s.fp8 != "tensor";
+      nlohmann::json weights = {{"num_bits", 8}, {"type", "float"}, {"strategy", s.fp8}};
+      nlohmann::json activations = {{"num_bits", 8}, {"type", "float"}, {"dynamic", dynamic},
+                                    {"strategy", dynamic ? "token" : "tensor"}};
+      if (s.fp8 == "ct_block") {
+        weights["strategy"] = "block";
+        weights["block_structure"] = {128, 128};
+        activations["strategy"] = "group";
+        activations["group_size"] = 128;
+      }
       c["quantization_config"] = {
           {"quant_method", "compressed-tensors"},
           {"config_groups",
            {{"group_0",
-             {{"weights", {{"num_bits", 8}, {"type", "float"}, {"strategy", s.fp8}}},
-              {"input_activations",
-               {{"num_bits", 8}, {"type", "float"}, {"strategy", channel ? "token" : "tensor"},
-                {"dynamic", channel}}},
-              {"targets", {"Linear"}}}}}}};
+             {{"weights", weights}, {"input_activations", activations}, {"targets", {"Linear"}}}}}}};
     }
     if (s.deepseek) {
       c.update({{"q_lora_rank", s.q_lora}, {"kv_lora_rank", s.kv_lora}, {"qk_nope_head_dim", s.nope},
@@ -148,14 +154,14 @@ class TinyModelDir {
       const bool expert = name.find(".experts.") != std::string::npos;
       const bool linear =
           (name.ends_with("_proj.weight") || name.ends_with("_proj_with_mqa.weight")) &&
-          (!expert || (s.fp8_experts && s.fp8 == "blocks"));
+          (!expert || (s.fp8_experts && (s.fp8 == "blocks" || s.fp8 == "ct_block")));
       if (s.fp8.empty() || !linear) return write(name, std::move(shape), t, v);
       // The values a 16-bit checkpoint of this spec holds (a no-op for F32), so that its
       // quantization at load (--quantize fp8) gives this checkpoint's bytes.
       for (float& x : v) x = quantize(t, x);
       // Quantize: a scale per 128 x 128 block, per row or per matrix = amax / 448, values
       // e4m3(v / scale).
-      const bool blocks = s.fp8 == "blocks", whole = s.fp8 == "tensor";
+      const bool blocks = s.fp8 == "blocks" || s.fp8 == "ct_block", whole = s.fp8 == "tensor";
       const int64_t rows = shape[0], cols = shape[1];
       const int64_t sr = blocks ? (rows + 127) / 128 : whole ? 1 : rows;
       const int64_t sc = blocks ? (cols + 127) / 128 : 1;
@@ -182,7 +188,7 @@ class TinyModelDir {
         const std::string layer = name.substr(0, name.size() - std::string("weight").size());
         return write(layer + "input_scale", {1}, DType::f32, {0.02f});
       }
-      write(name + (blocks ? "_scale_inv" : "_scale"), {sr, sc}, DType::f32, scale);
+      write(name + (s.fp8 == "blocks" ? "_scale_inv" : "_scale"), {sr, sc}, DType::f32, scale);
     };
     const int64_t H = s.hidden, qd = s.heads * s.head_dim, kvd = s.kv_heads * s.head_dim;
     add("model.embed_tokens.weight", {s.vocab, H});

@@ -714,8 +714,9 @@ TEST(ConfigErrors, UnsupportedFeatures) {
 }
 
 // compressed-tensors fp8 as llm-compressor writes it: FP8-dynamic (a scale per channel, dynamic
-// per-token activations) and static FP8 (a scale per matrix, static activation scales, which the
-// engine does not use and says so in a note); other schemes are refused naming the field.
+// per-token activations), static FP8 (a scale per matrix, static activation scales, which the
+// engine does not use and says so in a note) and FP8-block (128 x 128 scales, as quant_method
+// fp8 but named "<name>_scale"); other schemes are refused naming the field.
 json compressed_tensors(const std::string& weight_strategy, const json& activations) {
   const json weights = {{"actorder", nullptr}, {"block_structure", nullptr}, {"dynamic", false},
                         {"group_size", nullptr}, {"num_bits", 8}, {"observer", "minmax"},
@@ -748,6 +749,16 @@ TEST(Config, CompressedTensorsFp8) {
   const ModelConfig kv = parse(with(kLlama32_1B, {{"quantization_config", with_kv}}));
   ASSERT_EQ(kv.notes.size(), 1u);
   EXPECT_NE(kv.notes[0].find("kv_cache_scheme"), std::string::npos) << kv.notes[0];
+
+  json block = compressed_tensors("block", dynamic);
+  block["config_groups"]["group_0"]["weights"]["block_structure"] = {128, 128};
+  const ModelConfig blocks = parse(with(kLlama32_1B, {{"quantization_config", block}}));
+  EXPECT_EQ(blocks.weights, model::WeightFormat::fp8_blocks);
+  EXPECT_EQ(blocks.fp8_scale_suffix, "_scale");
+  EXPECT_EQ(channel.fp8_scale_suffix, "_scale");
+  block["config_groups"]["group_0"]["weights"]["block_structure"] = {64, 64};
+  expect_error([&] { parse(with(kLlama32_1B, {{"quantization_config", block}})); },
+               ErrorKind::unsupported, {"config_groups.group_0.weights", "[128, 128]"});
 
   json grouped = compressed_tensors("group", dynamic);
   expect_error([&] { parse(with(kLlama32_1B, {{"quantization_config", grouped}})); },
