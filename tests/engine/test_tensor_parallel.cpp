@@ -304,6 +304,42 @@ TEST(TensorParallelCpu, Fp8CheckpointsMatchTheUnshardedForward) {
   }
 }
 
+// The published fp8 checkpoints split where docs/perf/tensor_parallel.md says they do: whole
+// 128 x 128 scale blocks per rank, or a refusal naming the tensor (and expert parallelism, which
+// keeps the experts whole, where the experts are what does not split).
+TEST(TensorParallelCpu, PublishedFp8ShapesSplitOnWholeBlocks) {
+  auto dense = [](int hidden, int heads, int kv_heads, int intermediate, int vocab) {
+    model::ModelConfig c;
+    c.weights = model::WeightFormat::fp8_blocks;
+    c.num_layers = 4, c.hidden_size = hidden, c.num_heads = heads, c.num_kv_heads = kv_heads;
+    c.head_dim = 128, c.intermediate_size = intermediate, c.vocab_size = vocab;
+    return c;
+  };
+  const model::ModelConfig llama70b = dense(8192, 64, 8, 28672, 128256);
+  const model::ModelConfig qwen3_32b = dense(5120, 64, 8, 25600, 151936);
+  model::ModelConfig qwen3_30b = dense(2048, 32, 4, 6144, 151936);
+  qwen3_30b.arch = model::Arch::qwen3_moe;
+  qwen3_30b.num_experts = 128, qwen3_30b.experts_per_token = 8, qwen3_30b.moe_intermediate_size = 768;
+  model::ModelConfig v3 = dense(7168, 128, 1, 18432, 129280);
+  v3.arch = model::Arch::deepseek_v3;
+  v3.q_lora_rank = 1536, v3.kv_lora_rank = 512, v3.qk_nope_head_dim = 128;
+  v3.qk_rope_head_dim = 64, v3.v_head_dim = 128, v3.head_dim = 64;
+  v3.num_experts = 256, v3.experts_per_token = 8, v3.moe_intermediate_size = 2048;
+  v3.n_shared_experts = 1, v3.first_k_dense_replace = 3;
+  for (int size : {2, 4, 8}) {
+    SCOPED_TRACE("size " + std::to_string(size));
+    EXPECT_NO_THROW(model::shard_config(llama70b, size));
+    EXPECT_NO_THROW(model::shard_config(qwen3_32b, size));
+    EXPECT_NO_THROW(model::shard_config(qwen3_30b, size, /*expert_parallel=*/true));
+  }
+  EXPECT_NO_THROW(model::shard_config(qwen3_30b, 2));  // 384 columns of each expert a rank
+  for (int size : {4, 8})
+    expect_error([&] { model::shard_config(qwen3_30b, size); }, ErrorKind::invalid_argument,
+                 {"'model.layers.0.mlp.experts.0.gate_proj.weight'", "--expert-parallel"});
+  EXPECT_NO_THROW(model::shard_config(v3, 8));  // q_b 3072 rows, kv_b 4096, o_proj 2048 columns
+  EXPECT_NO_THROW(model::shard_config(v3, 8, /*expert_parallel=*/true));
+}
+
 // --quantize fp8 on a rank quantizes the rank's part of each 16-bit matrix. Split on the blocks,
 // that part is exactly the rank's part of the whole matrix's quantization: the same bytes and
 // scales as the unsplit load's (row and column splits, and gate|up stacked), and so the unsplit
