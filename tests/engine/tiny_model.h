@@ -41,9 +41,9 @@ struct TinyModelSpec {
   // f32): the reference an fp8 checkpoint must match.
   std::string fp8;
   bool fp8_dequantized = false;
-  // With fp8 "blocks" (or "ct_block"): the routed experts in fp8 too, each expert's gate/up/down with its
-  // "<name>_scale_inv" (DeepSeek-V3's and Qwen3-*-FP8's layout). Without it they stay dense, as
-  // every other format writes them.
+  // With fp8 "blocks" (or "ct_block"): the routed experts in fp8 too, each expert's gate/up/down
+  // with its scales (DeepSeek-V3's and Qwen3-*-FP8's layout). Without it they stay dense, as every
+  // other format writes them.
   bool fp8_experts = false;
   // DeepSeek-V3's layout (arch DeepseekV3ForCausalLM): multi-head latent attention with a q LoRA
   // (these widths; head_dim and kv_heads unused), and with experts a dense first layer, then MoE
@@ -89,13 +89,13 @@ class TinyModelDir {
                                   {"activation_scheme", "dynamic"}, {"weight_block_size", {128, 128}}};
     if ((s.fp8 == "channel" || s.fp8 == "tensor" || s.fp8 == "ct_block") && !s.fp8_dequantized) {
       const bool dynamic = s.fp8 != "tensor";
-      nlohmann::json weights = {{"num_bits", 8}, {"type", "float"}, {"strategy", s.fp8}};
+      const bool block = s.fp8 == "ct_block";
+      nlohmann::json weights = {{"num_bits", 8}, {"type", "float"},
+                                {"strategy", block ? "block" : s.fp8}};
       nlohmann::json activations = {{"num_bits", 8}, {"type", "float"}, {"dynamic", dynamic},
-                                    {"strategy", dynamic ? "token" : "tensor"}};
-      if (s.fp8 == "ct_block") {
-        weights["strategy"] = "block";
+                                    {"strategy", block ? "group" : dynamic ? "token" : "tensor"}};
+      if (block) {
         weights["block_structure"] = {128, 128};
-        activations["strategy"] = "group";
         activations["group_size"] = 128;
       }
       c["quantization_config"] = {
