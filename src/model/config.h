@@ -161,8 +161,9 @@ struct ModelConfig {
 // JSON, invalid_argument for a missing or out-of-range value, unsupported for an architecture,
 // rope type, activation, dtype, sliding window or quantization this engine does not run
 // (quantization_config: "fp8" with 128 x 128 blocks and dynamic activations, or
-// compressed-tensors float 8-bit weights with a scale per channel or per tensor; their static
-// activation scales and kv_cache_scheme, if any, are not used, and a note says so).
+// compressed-tensors float 8-bit weights with a scale per 128 x 128 block, per channel or per
+// tensor; their static activation scales and kv_cache_scheme, if any, are not used, and a note
+// says so).
 ModelConfig load_config(const std::string& dir);
 // The same from JSON text already read (generation_config may be empty). The source names are
 // what error messages call the two files.

@@ -1,6 +1,7 @@
 // Tensor-parallel shards of a model: per-rank config and the slice of each checkpoint tensor.
 #include "model/shard.h"
 
+#include <algorithm>
 #include <string>
 
 #include "braid/error.h"
@@ -35,9 +36,9 @@ bool any_dense_layer(const ModelConfig& c) { return first_layer(c, false) >= 0; 
 // take (tensor_slice) for every rank and every kind of split fp8 matrix the model has; the error
 // names the tensor, the rank's part and what to change.
 void every_fp8_slice_holds_whole_blocks(const ModelConfig& full, int size, bool expert_parallel) {
+  // Layer l's prefix; the MLP names are those of the first layer of their kind.
   auto layer = [](int l) { return "model.layers." + std::to_string(l) + "."; };
-  const std::string a = layer(0) + "self_attn.", dense = layer(first_layer(full, false)) + "mlp.",
-                    moe = layer(first_layer(full, true));
+  const std::string a = layer(0) + "self_attn.";
   std::vector<std::pair<std::string, int64_t>> split;  // name, the length of its split dimension
   if (full.mla()) {
     const int64_t heads = full.num_heads;
@@ -51,10 +52,11 @@ void every_fp8_slice_holds_whole_blocks(const ModelConfig& full, int size, bool 
     split.push_back({a + "v_proj.weight", int64_t{full.num_kv_heads} * full.head_dim});
     split.push_back({a + "o_proj.weight", int64_t{full.num_heads} * full.head_dim});
   }
-  if (any_dense_layer(full)) {
-    split.push_back({dense + "gate_proj.weight", full.intermediate_size});
-    split.push_back({dense + "down_proj.weight", full.intermediate_size});
+  if (const int l = first_layer(full, false); l >= 0) {
+    split.push_back({layer(l) + "mlp.gate_proj.weight", full.intermediate_size});
+    split.push_back({layer(l) + "mlp.down_proj.weight", full.intermediate_size});
   }
+  const std::string moe = layer(std::max(first_layer(full, true), 0));  // (used only with experts)
   if (full.num_experts > 0 && !expert_parallel) {
     const bool mixtral = full.arch == Arch::mixtral;
     const std::string expert = moe + (mixtral ? "block_sparse_moe.experts.0." : "mlp.experts.0.");

@@ -420,10 +420,9 @@ Weights load_weights(const ModelConfig& full, const Checkpoint& checkpoint, Devi
     const TensorEntry* e = checkpoint.find(weight);
     return e && e->dtype != DType::f8e4m3;
   };
-  const std::string scale_suffix = c.fp8_scale_suffix;  // "_scale_inv" when quantizing
   auto weight_of_scale = [&](const std::string& name) {
-    return name.ends_with(scale_suffix) ? name.substr(0, name.size() - scale_suffix.size())
-                                        : std::string();
+    const std::string& suffix = c.fp8_scale_suffix;
+    return name.ends_with(suffix) ? name.substr(0, name.size() - suffix.size()) : std::string();
   };
   // The Builder asks for a weight, then for its scales: the scales computed with the values wait
   // here for that second call.
