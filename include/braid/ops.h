@@ -29,9 +29,10 @@ namespace braid::ops {
 // The activations stay 16-bit. On CUDA an fp8 product of up to 16 rows streams w through the
 // GEMV kernel, exactly (fp32 sums of the exact products); longer ones with 128 x 128 scales
 // quantize the activations to fp8 per row and 128 columns (DeepSeek-V3's recipe) for cuBLASLt's
-// block-scaled fp8 GEMM (k % 128 == 0), and with per-row scales (or k < 512) take the GEMV 16
-// rows at a time (exact, but the weights are read once per 16 rows). The CPU reference is the
-// exact product.
+// block-scaled fp8 GEMM (k % 128 == 0); with per-row scales, per row (one scale per token, the
+// compressed-tensors FP8-dynamic scheme) for cuBLASLt's outer-vector-scaled fp8 GEMM (k % 16 ==
+// 0). k < 512, or operands cuBLASLt does not take, run the GEMV 16 rows at a time (exact, but the
+// weights are read once per 16 rows). The CPU reference is the exact product.
 struct Weight {
   Tensor w;
   Tensor scale;  // undefined for a 16-bit w

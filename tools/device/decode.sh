@@ -17,7 +17,8 @@ export LD_LIBRARY_PATH="/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PAT
 default_runs="qwen2.5-0.5b 1 256;llama-3.2-1b 1 256;llama-3.1-8b 1 256;qwen3-30b-a3b 1 256"
 default_runs+=";llama-3.2-1b 4 256;llama-3.2-1b 16 256;llama-3.1-8b 4 256;llama-3.1-8b 16 256"
 default_runs+=";llama-3.2-1b 1 4096;llama-3.2-1b 1 32768;llama-3.1-8b 1 4096;llama-3.1-8b 1 32768"
-default_runs+=";deepseek-ocr-lm 1 256;deepseek-v2-lite 1 256;llama-3.1-8b-fp8 1 256;qwen3-30b-a3b-fp8 1 256"
+default_runs+=";deepseek-ocr-lm 1 256;deepseek-v2-lite 1 256;moonlight-16b-a3b 1 256;deepseek-ocr-lm 4 256"
+default_runs+=";llama-3.1-8b-fp8 1 256;llama-3.1-8b-fp8-dynamic 1 256;qwen3-30b-a3b-fp8 1 256"
 IFS=';' read -r -a runs <<<"${RUNS:-$default_runs}"
 variants=("")
 [[ "${PDL_AB:-0}" == 1 ]] && variants=("0" "")

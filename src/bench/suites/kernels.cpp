@@ -23,6 +23,9 @@ namespace braid::bench {
 namespace {
 
 constexpr double kBf16 = 2, kF32 = 4, kI32 = 4;
+// gemm on fp8 weights against the exact product: the activations rounded to e4m3 (up to 2^-4 of
+// each value, ~3.6% rms) bound the output's relative error (tests/ops/test_gemm_fp8.cpp).
+constexpr double kFp8GemmTolerance = 0.05;
 
 // A dense model's dimensions, as its config.json gives them.
 struct DenseModel {
@@ -281,7 +284,12 @@ KernelCost kernel_case_cost(const KernelCase& c) {
                           2 * double(c.head_dim)) +
                      2 * kI32 * T};
     case KernelOp::add_inplace: return {0, kBf16 * 3 * T * H};
-    case KernelOp::gemm: return {2 * M * N * K, kBf16 * (M * K + N * K + M * N)};
+    case KernelOp::gemm:
+      if (c.fp8_scale_rows > 0) {  // fp8 w and its f32 scales; bf16 a in, out
+        const double scales = c.fp8_scale_rows == 128 ? std::ceil(N / 128) * std::ceil(K / 128) : N;
+        return {2 * M * N * K, kBf16 * (M * K + M * N) + N * K + kF32 * scales, true};
+      }
+      return {2 * M * N * K, kBf16 * (M * K + N * K + M * N)};
     case KernelOp::rms_norm_gemm:  // x, norm weight, w in; out
       return {2 * M * N * K, kBf16 * (M * K + K + N * K + M * N)};
     case KernelOp::gemm_add:  // a, w in; residual read and written
@@ -386,6 +394,8 @@ double kernel_case_tolerance(const KernelCase& c) {
     case KernelOp::moe_route_topk_softmax:
     case KernelOp::moe_route_grouped: return rel_l2_tolerance_for(4);
     case KernelOp::moe_fp8_quantize: return rel_l2_tolerance_for(1);
+    // The activations rounded to e4m3 for the fp8 GEMM: ~3.6% rms per element (test_gemm_fp8.cpp).
+    case KernelOp::gemm: return c.fp8_scale_rows > 0 ? kFp8GemmTolerance : rel_l2_tolerance_for(2);
     default: return rel_l2_tolerance_for(2);
   }
 }
@@ -424,6 +434,20 @@ std::vector<KernelCase> kernel_cases(bool quick) {
             : std::vector<Proj>{{"o", 4096, 4096}, {"gate", 14336, 4096}, {"down", 4096, 14336}};
   for (const Proj& p : projs)
     for (int64_t m : gemm_m) add(gemm_case(KernelOp::gemm, kLlama8B.name, p.name, m, p.n, p.k));
+  // The same projections on fp8 weights at prefill sizes (cuBLASLt, the activations quantized
+  // at run time): 128 x 128 block scales (Llama-3.1-8B-FP8's format) and one scale per row
+  // (compressed-tensors FP8-dynamic, per-token activation scales).
+  const std::vector<int64_t> fp8_m = quick ? std::vector<int64_t>{4096} : std::vector<int64_t>{128, 4096};
+  const std::vector<Proj> fp8_projs = quick ? std::vector<Proj>{{"gate", 14336, 4096}} : projs;
+  for (int scale_rows : {128, 1})
+    for (const Proj& p : fp8_projs)
+      for (int64_t m : fp8_m) {
+        const std::string variant =
+            fmt::format("{} fp8 {}", p.name, scale_rows == 128 ? "128x128" : "per-row");
+        KernelCase c = gemm_case(KernelOp::gemm, kLlama8B.name, variant.c_str(), m, p.n, p.k);
+        c.fp8_scale_rows = scale_rows;
+        add(c);
+      }
 
   // The fused decode ops at m = 1 and 4 (their fused kernels) and 16 (the unfused path).
   const std::vector<int64_t> fused_m =

@@ -70,6 +70,8 @@ struct KernelCase {
   int routed_experts = 0;  // moe_route_grouped, moe_fp8_block_scale: experts the router scores
   int top_k = 0, n_group = 0, topk_group = 0;
   int terms = 0;  // moe_fp8_quantize: fp8 terms; moe_fp8_block_scale: intermediate_terms
+  // gemm on fp8 e4m3 weights: 128 (a scale per 128 x 128 block) or 1 (one per row); 0: bf16.
+  int fp8_scale_rows = 0;
 };
 
 // "llama-3-8b gate m=128 n=14336 k=4096": the row's params, unique within kernel_cases().

@@ -18,10 +18,14 @@ void silu_mul(const Tensor& x, const Tensor& out, Stream stream);
 // w_scale: an fp8 w's scales (ops::Weight); undefined for 16-bit weights.
 void gemm(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out, Stream stream,
           const Tensor& w_scale = {});
-// The fp8 product of more rows than the GEMV takes (cuda_gemm_fp8.cpp): a quantized per row and
-// 128 columns, cuBLASLt's block-scaled fp8 GEMM. Needs 128 x 128 weight scales and k % 128 == 0.
-void gemm_fp8_blocks(const Tensor& a, const Tensor& w, const Tensor& w_scale, const Tensor& bias,
-                     const Tensor& out, Stream stream);
+// The fp8 product of more rows than the GEMV takes (cuda_gemm_fp8.cpp): a quantized at run time
+// (per row and 128 columns for 128 x 128 weight scales, per row for [n, 1] ones), then cuBLASLt's
+// scaled fp8 GEMM; the GEMV 16 rows at a time where cuBLASLt does not take the operands.
+void gemm_fp8(const Tensor& a, const Tensor& w, const Tensor& w_scale, const Tensor& bias,
+              const Tensor& out, Stream stream);
+// x [m, k] bf16/f16 rows to e4m3 codes q [m, k] with one f32 scale per row, scale [m]
+// (fp8_quantize_rows.cu): scale = amax / 448 (1 where 0), moe_fp8_quantize's arithmetic.
+void fp8_quantize_rows(const Tensor& x, const Tensor& q, const Tensor& scale, Stream stream);
 // cuBLAS strided-batched GEMM (cuda_gemm_batched.cpp).
 void gemm_batched(const Tensor& a, const Tensor& w, const Tensor& out, Stream stream);
 void softmax(const Tensor& x, const Tensor& out, Stream stream);

@@ -40,6 +40,18 @@ TEST(BenchDecode, KvCacheAndExpertsScaleWithBatchAndContext) {
   EXPECT_NEAR(decode_step_bytes(moe, 64, 1, 2) - decode_step_bytes(moe, 32, 1, 2), 32 * per_seq, 1);
 }
 
+// The two fp8 formats of Llama-3.1-8B read the same fp8 weights; their scales differ: one f32 per
+// 128 x 128 block against one per row (qkv 6144 + o 4096 + gate|up 28672 + down 4096 rows a layer).
+TEST(BenchDecode, Fp8DynamicPresetReadsOneScalePerRow) {
+  const auto blocks = decode_preset("llama-3.1-8b-fp8");
+  const auto rows = decode_preset("llama-3.1-8b-fp8-dynamic");
+  EXPECT_EQ(rows.weights, model::WeightFormat::fp8_per_channel);
+  const double block_scales = 32.0 * (48 * 32 + 32 * 32 + 224 * 32 + 32 * 112) * 4;
+  const double row_scales = 32.0 * (6144 + 4096 + 28672 + 4096) * 4;
+  EXPECT_NEAR(decode_step_bytes(rows, 1, 1, 2) - decode_step_bytes(blocks, 1, 1, 2),
+              row_scales - block_scales, 1);
+}
+
 // Qwen3-30B-A3B-FP8: every expert a step reaches is read as fp8 values plus one f32 scale per
 // 128 x 128 block (gate|up: 12 x 16 blocks, down: 16 x 6), half the bf16 preset's bytes.
 TEST(BenchDecode, Fp8ExpertsAreReadAtOneBytePerWeight) {

@@ -53,13 +53,14 @@ TEST(KernelSuite, EveryOpHasCasesAndRowsAreUnique) {
 
 TEST(KernelSuite, SweepsCoverTheModelShapes) {
   const std::vector<KernelCase> cases = kernel_cases(false);
-  int row_cases = 0, gemm_cases = 0;
+  int row_cases = 0, gemm_cases = 0, fp8_gemm_cases = 0;
   for (const KernelCase& c : cases) {
     if (c.op == KernelOp::rms_norm) ++row_cases;
-    if (c.op == KernelOp::gemm) ++gemm_cases;
+    if (c.op == KernelOp::gemm) ++(c.fp8_scale_rows > 0 ? fp8_gemm_cases : gemm_cases);
   }
-  EXPECT_EQ(row_cases, 8);   // tokens {1, 16, 512, 4096} x hidden {2048, 4096}
-  EXPECT_EQ(gemm_cases, 12); // m {1, 16, 128, 4096} x {o, gate, down}
+  EXPECT_EQ(row_cases, 8);       // tokens {1, 16, 512, 4096} x hidden {2048, 4096}
+  EXPECT_EQ(gemm_cases, 12);     // m {1, 16, 128, 4096} x {o, gate, down}
+  EXPECT_EQ(fp8_gemm_cases, 12); // m {128, 4096} x {o, gate, down} x {128 x 128, per-row scales}
   find_case(cases, KernelOp::gemm, "llama-3-8b down m=4096 n=4096 k=14336");
   find_case(cases, KernelOp::rms_norm_gemm_argmax, "llama-3-8b lm_head m=1 n=128256 k=4096");
   find_case(cases, KernelOp::attention_prefill, "mha b=1 s=4096 h=32 kv=32 d=128 causal");
@@ -94,6 +95,19 @@ TEST(KernelSuite, GemmFlopsAre2mnkAndBytesOperandsPlusOutput) {
   EXPECT_EQ(g.flops, 15032385536.0);
   EXPECT_EQ(g.bytes, 122159104.0);  // 2 (128 x 4096 + 14336 x 4096 + 128 x 14336)
   EXPECT_FALSE(g.fp8);
+  // fp8 weights: one byte per weight, plus 112 x 32 block scales or 14336 row scales (f32).
+  const KernelCase& blocks = find_case(cases, KernelOp::gemm, "llama-3-8b gate fp8 128x128 m=4096 n=14336 k=4096");
+  EXPECT_EQ(blocks.fp8_scale_rows, 128);
+  const KernelCost b = kernel_case_cost(blocks);
+  EXPECT_EQ(b.flops, 2.0 * 4096 * 14336 * 4096);
+  EXPECT_EQ(b.bytes, 2.0 * (4096 * 4096 + 4096 * 14336) + 14336.0 * 4096 + 4.0 * 112 * 32);
+  EXPECT_TRUE(b.fp8);
+  const KernelCase& rows = find_case(cases, KernelOp::gemm, "llama-3-8b down fp8 per-row m=128 n=4096 k=14336");
+  EXPECT_EQ(rows.fp8_scale_rows, 1);
+  EXPECT_EQ(kernel_case_cost(rows).bytes, 2.0 * (128 * 14336 + 128 * 4096) + 4096.0 * 14336 + 4.0 * 4096);
+  EXPECT_EQ(kernel_case_tolerance(rows), 0.05);
+  EXPECT_EQ(kernel_case_tolerance(find_case(cases, KernelOp::gemm, "llama-3-8b gate m=128 n=14336 k=4096")),
+            1e-2);
   // The LM head: x and the norm weight [4096], w [32000, 4096] read, one i32 id written.
   const KernelCost head = kernel_case_cost(
       find_case(cases, KernelOp::rms_norm_gemm_argmax, "llama-2-7b lm_head m=1 n=32000 k=4096"));

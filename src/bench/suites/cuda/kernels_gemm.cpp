@@ -3,12 +3,14 @@
 // weights of the small shapes are what must come from DRAM); the check runs the CPU op on up to 8
 // sampled rows of set 0, its output columns split across the host's cores (a 4096 x 14336 weight
 // is 59 M multiply-adds per row in fp64).
+#include <algorithm>
 #include <cmath>
 #include <memory>
 
 #include <fmt/format.h>
 
 #include "bench/harness/cuda/kernels.h"
+#include "bench/harness/fp8_fill.h"
 #include "bench/suites/cuda/kernels.h"
 #include "braid/error.h"
 #include "braid/ops.h"
@@ -28,6 +30,7 @@ float weight_range(int64_t fan_in) { return std::sqrt(3.0f / static_cast<float>(
 
 struct GemmState {
   SetTensor x, w, out;      // x: a / gate_up; out: out, residual, or logits
+  SetTensor w_scale;        // fp8 w's scales (gemm on fp8 weights)
   SetTensor norm, scratch;  // norm weight; normed / act scratch
   SetTensor scratch2, ids;  // gemm_add / swiglu_gemm_add scratch [m, n]; argmax ids
 };
@@ -36,32 +39,64 @@ std::string sets_note(int sets) {
   return sets > 1 ? fmt::format("x, w, out rotate {} sets", sets) : std::string("one set");
 }
 
+// fp8 weights (c.fp8_scale_rows): e4m3 values of stddev 64 times scales near 2.7e-4, so that the
+// weights they stand for spread like the bf16 ones (random_weights.cpp's choice).
 CasePlan plan_gemm(const KernelCase& c, const SuiteEnv& env) {
   const int sets = case_sets(c, env);
   auto st = std::make_shared<GemmState>();
   const int64_t M = c.tokens, N = c.n, K = c.k;
+  const bool fp8 = c.fp8_scale_rows > 0;
   st->x = SetTensor(DType::bf16, {M, K}, sets, env.device);
-  st->w = SetTensor(DType::bf16, {N, K}, sets, env.device);
+  st->w = SetTensor(fp8 ? DType::f8e4m3 : DType::bf16, {N, K}, sets, env.device);
   st->out = SetTensor(DType::bf16, {M, N}, sets, env.device);
   st->x.fill_uniform(env.seed, -1.0f, 1.0f);
-  st->w.fill_uniform(env.seed + 1, -weight_range(K), weight_range(K));
+  if (fp8) {
+    const std::vector<int64_t> scale_shape =
+        c.fp8_scale_rows == 128 ? std::vector<int64_t>{(N + 127) / 128, (K + 127) / 128}
+                                : std::vector<int64_t>{N, 1};
+    st->w_scale = SetTensor(DType::f32, scale_shape, sets, env.device);
+    fill_fp8_normal(st->w.storage(), env.seed + 1, 64.0f);
+    st->w_scale.fill_uniform(env.seed + 2, 2.5e-4f, 2.9e-4f);
+  } else {
+    st->w.fill_uniform(env.seed + 1, -weight_range(K), weight_range(K));
+  }
+  auto weight = [st, fp8](int s) {
+    return fp8 ? ops::Weight(st->w[s], st->w_scale[s]) : ops::Weight(st->w[s]);
+  };
   CasePlan p;
   p.sets = sets;
-  p.launch = [st](int s, Stream stream) { ops::gemm(st->x[s], st->w[s], Tensor{}, st->out[s], stream); };
-  p.check = [st, c, seed = env.seed] {
+  p.launch = [st, weight](int s, Stream stream) {
+    ops::gemm(st->x[s], weight(s), Tensor{}, st->out[s], stream);
+  };
+  p.check = [st, c, fp8, weight, seed = env.seed] {
     st->out.poison();
-    ops::gemm(st->x[0], st->w[0], Tensor{}, st->out[0]);
+    ops::gemm(st->x[0], weight(0), Tensor{}, st->out[0]);
     const std::vector<int64_t> rows = sample_rows(c.tokens, kRowsChecked, seed);
     const OwnedTensor a = host_rows(st->x[0], rows), w = to_host(st->w[0]);
+    const OwnedTensor w_scale = fp8 ? to_host(st->w_scale[0]) : OwnedTensor{};
     const OwnedTensor ref(DType::bf16, {static_cast<int64_t>(rows.size()), c.n}, kCpu);
-    parallel_ranges(c.n, [&](int64_t n0, int64_t n1) {
-      ops::gemm(a, w.view().slice(0, n0, n1), Tensor{}, ref.view().slice(1, n0, n1));
+    // Ranges of whole 128-row scale blocks for block scales.
+    const int64_t unit = c.fp8_scale_rows == 128 ? 128 : 1;
+    parallel_ranges((c.n + unit - 1) / unit, [&](int64_t u0, int64_t u1) {
+      const int64_t n0 = u0 * unit, n1 = std::min(c.n, u1 * unit);
+      const ops::Weight part =
+          !fp8 ? ops::Weight(w.view().slice(0, n0, n1))
+               : ops::Weight(w.view().slice(0, n0, n1),
+                             c.fp8_scale_rows == 128
+                                 ? w_scale.view().slice(0, u0, u1)
+                                 : w_scale.view().slice(0, n0, n1));
+      ops::gemm(a, part, Tensor{}, ref.view().slice(1, n0, n1));
     });
     ErrorAccumulator acc;
     add_vectors(acc, host_rows(st->out[0], rows), ref);
     return make_accuracy(acc, c, "cpu fp64 sums, " + rows_label(rows.size(), c.tokens));
   };
-  p.note = sets_note(sets) + (c.tokens <= 16 ? "; GEMV path" : "; cuBLASLt");
+  p.note = sets_note(sets) + (c.tokens <= 16 ? "; GEMV path"
+                              : fp8 ? fmt::format("; cuBLASLt fp8, {} scales, activations "
+                                                  "quantized per {}",
+                                                  c.fp8_scale_rows == 128 ? "128 x 128" : "per-row",
+                                                  c.fp8_scale_rows == 128 ? "128 columns" : "token")
+                                    : "; cuBLASLt");
   return p;
 }
 

@@ -208,11 +208,11 @@ void gemm(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& ou
           const Tensor& w_scale) {
   if (w.dtype == DType::f8e4m3) {
     // Up to 16 rows: the GEMV streams the fp8 weights (on activations quantized as cuBLASLt's
-    // are, or exact: fp8_gemv_activations); more: cuBLASLt's block-scaled fp8 GEMM on
-    // fp8-quantized activations.
+    // are, or exact: fp8_gemv_activations); more: cuBLASLt's scaled fp8 GEMM on fp8-quantized
+    // activations.
     if (a.size(0) <= 16 && gemv_fused_applicable(a, a.size(1), w))
       return gemv_plain(a, w, w_scale, bias, out, stream);
-    return gemm_fp8_blocks(a, w, w_scale, bias, out, stream);
+    return gemm_fp8(a, w, w_scale, bias, out, stream);
   }
   if (gemv_applicable(a, w, bias, out))
     gemv(a, w, bias, out, stream);

@@ -51,9 +51,11 @@
 // Both launches are programmatic dependents (PDL) of the kernel before them, to hide the gap
 // between kernels. gate_up touches no global memory before griddepcontrol.wait, then lets the
 // down kernel launch; down's blocks start as gate_up's last blocks drain, find their experts
-// (topk_ids is complete by then) and ask L2 for their down rows (one bulk prefetch per expert;
-// gate_up's weight loads are marked evict-first so they do not push those out) before waiting
-// for h. That gives DRAM down's reads during gate_up's tail instead of leaving it idle. These are
+// (topk_ids is complete by then) and wait for h. They could also ask L2 for their down rows
+// before the wait (one bulk prefetch per expert; gate_up's weight loads are marked evict-first so
+// they would not push those out), to give DRAM down's reads during gate_up's tail: that was the
+// design, but measured it made every MoE decode step slower (15-106 us on an H200,
+// docs/perf/decode.md attempt 9), so it is off unless BRAID_MOE_DOWN_PREFETCH=1. These are
 // kProgrammaticGateUp / kProgrammaticDown / kPrefetchDownRows below, to compare on the GPU.
 //
 // FP8 weights (e4m3, one f32 scale per 128 x 128 block: Qwen3-*-FP8's and DeepSeek-V3's experts)
@@ -68,6 +70,8 @@
 // rows run side by side, so mostly from L2). The grouped-GEMM path is the one for prefill.
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
 #include "core/cuda_check.h"
@@ -97,9 +101,10 @@ constexpr int kDownMaxPartials = 512;  // ksplit x batch pairs (16 floats each i
 constexpr int kFp8Block = 128;
 constexpr int kFp8StepCols = 64;
 constexpr int kFp8StepsPerBlock = kFp8Block / kFp8StepCols;
-// Launch-overlap choices, in one place so that they can be compared on the GPU (not measured
-// when written; see the header): each kernel launched as a programmatic dependent of the kernel
-// before it, and the down kernel's L2 prefetch of its rows before it waits for gate_up.
+// Launch-overlap choices, in one place so that they can be compared on the GPU (see the
+// header): each kernel launched as a programmatic dependent of the kernel before it, and the down
+// kernel's L2 prefetch of its rows before it waits for gate_up, compiled in but taken only with
+// BRAID_MOE_DOWN_PREFETCH=1 (a run-time switch, so that one binary can time both).
 constexpr bool kProgrammaticGateUp = true;
 constexpr bool kProgrammaticDown = true;
 constexpr bool kPrefetchDownRows = true;
@@ -133,7 +138,16 @@ struct ExpertArgs {
   int gate_up_slots;  // min(tokens * k, experts): the most routed experts a routing can use
   int batch_tokens;   // down: tokens per block
   int ksplit;         // down: slices of I per expert
+  bool prefetch_down; // the down rows' L2 prefetch (kPrefetchDownRows): BRAID_MOE_DOWN_PREFETCH=1
 };
+
+bool down_prefetch_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("BRAID_MOE_DOWN_PREFETCH");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return on;
+}
 
 // ---- loads -----------------------------------------------------------------------------------
 
@@ -790,7 +804,7 @@ __global__ void __launch_bounds__(kDownWarps * 32, 1) moe_down_kernel(const Expe
       }
       __syncthreads();
       const int used = s_used;
-      if (kPrefetchDownRows && kVec && !waited) {
+      if (kPrefetchDownRows && kVec && !waited && a.prefetch_down) {
         // Ask L2 for this block's rows of each expert in use (contiguous: rows n0.. of expert e)
         // while gate_up is still finishing.
         const uint32_t bytes = static_cast<uint32_t>(rows) * a.inter * sizeof(W);
@@ -970,6 +984,7 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
   a.k = static_cast<int>(topk_ids.shape[1]);
   a.shared = a.shared_gate_up ? static_cast<int>(extras.shared_gate_up.w.shape[0] / 2 / a.inter) : 0;
   a.bitmap_words = (a.experts + 31) / 32;
+  a.prefetch_down = down_prefetch_enabled();
   const int64_t pairs = a.tokens * a.k;
   a.gate_up_slots = static_cast<int>(pairs < a.experts ? pairs : a.experts);
   // Down: enough (expert, I slice) items for the block's warps when k experts are in use (a

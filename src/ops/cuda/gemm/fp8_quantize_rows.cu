@@ -1,0 +1,101 @@
+// Per-token (per-row) fp8 quantization of the activations for the per-channel fp8 GEMM
+// (cuda_gemm_fp8.cpp): the dynamic per-token scheme that compressed-tensors FP8-dynamic
+// checkpoints are made for. For each row r of x [m, k]:
+//   s[r] = amax|x[r, :]| / 448 (1 where that is 0), q[r, c] = e4m3(x[r, c] / s[r])
+// with moe_fp8_quantize's arithmetic (fp8_codes.cuh: IEEE division, round to nearest even,
+// saturating), so a row quantizes as one 128-column block of moe_fp8_quantize would if it were
+// the whole row.
+//
+// One block per row (grid-stride over rows): the row is read twice, once for the amax and once to
+// write the codes; the second read comes from L1/L2 (a row is at most a few tens of KB).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/cuda_check.h"
+#include "ops/cuda/common.cuh"
+#include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/moe/fp8_codes.cuh"
+
+namespace braid::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kVec = 8;  // elements per 16-byte load of a 16-bit row
+
+struct RowArgs {
+  const void* x;
+  int64_t x_stride;  // elements
+  uint8_t* q;
+  int64_t q_stride;  // bytes
+  float* scale;
+  int64_t rows;
+  int k;
+  bool vec;  // 16-byte loads of x and 8-byte stores of q
+};
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) quantize_rows_kernel(RowArgs a) {
+  __shared__ float scratch[32];
+  for (int64_t r = blockIdx.x; r < a.rows; r += gridDim.x) {
+    const T* x = static_cast<const T*>(a.x) + r * a.x_stride;
+    uint8_t* q = a.q + r * a.q_stride;
+    float amax = 0.0f;
+    if (a.vec) {
+      for (int c = threadIdx.x * kVec; c < a.k; c += kThreads * kVec) {
+        const uint4 v = *reinterpret_cast<const uint4*>(x + c);
+        const T* e = reinterpret_cast<const T*>(&v);
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) amax = fmaxf(amax, fabsf(to_float(e[i])));
+      }
+    } else {
+      for (int c = threadIdx.x; c < a.k; c += kThreads) amax = fmaxf(amax, fabsf(to_float(x[c])));
+    }
+    const float s = fp8::block_scale(block_max(amax, scratch));
+    if (a.vec) {
+      for (int c = threadIdx.x * kVec; c < a.k; c += kThreads * kVec) {
+        const uint4 v = *reinterpret_cast<const uint4*>(x + c);
+        const T* e = reinterpret_cast<const T*>(&v);
+        uint32_t lo = 0, hi = 0;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          lo |= uint32_t{fp8::to_e4m3(__fdiv_rn(to_float(e[i]), s))} << (8 * i);
+          hi |= uint32_t{fp8::to_e4m3(__fdiv_rn(to_float(e[i + 4]), s))} << (8 * i);
+        }
+        *reinterpret_cast<uint2*>(q + c) = make_uint2(lo, hi);
+      }
+    } else {
+      for (int c = threadIdx.x; c < a.k; c += kThreads) q[c] = fp8::to_e4m3(__fdiv_rn(to_float(x[c]), s));
+    }
+    if (threadIdx.x == 0) a.scale[r] = s;
+    // block_max's next call writes scratch only after a barrier of its own.
+  }
+}
+
+}  // namespace
+
+void fp8_quantize_rows(const Tensor& x, const Tensor& q, const Tensor& scale, Stream stream) {
+  RowArgs a{};
+  a.x = x.data;
+  a.x_stride = x.row_stride();
+  a.q = q.ptr<uint8_t>();
+  a.q_stride = q.row_stride();
+  a.scale = scale.ptr<float>();
+  a.rows = x.shape[0];
+  a.k = static_cast<int>(x.shape[1]);
+  a.vec = a.k % kVec == 0 && aligned16(x.data) && (a.x_stride * 2) % 16 == 0 &&
+          reinterpret_cast<uintptr_t>(q.data) % 8 == 0 && a.q_stride % 8 == 0;
+  if (a.rows == 0) return;
+  const auto grid = static_cast<unsigned>(std::min<int64_t>(a.rows, int64_t{1} << 16));
+  const auto s = static_cast<cudaStream_t>(stream.handle);
+  if (x.dtype == DType::f16)
+    quantize_rows_kernel<__half><<<grid, kThreads, 0, s>>>(a);
+  else
+    quantize_rows_kernel<__nv_bfloat16><<<grid, kThreads, 0, s>>>(a);
+  BRAID_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace braid::cuda
