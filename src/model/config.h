@@ -123,9 +123,10 @@ struct ModelConfig {
   std::vector<int> eos_token_ids;
 
   bool layer_is_moe(int layer) const;
-  // The routed experts are fp8 with 128 x 128 block scales (DeepSeek-V3, Qwen3-*-FP8): they run
-  // on the fp8 grouped GEMM (moe_grouped_gemm_fp8) at every step size. The router stays 16-bit.
-  bool fp8_experts() const { return num_experts > 0 && weights == WeightFormat::fp8_blocks; }
+  // The routed experts are fp8 with 128 x 128 block scales (DeepSeek-V3, Qwen3-*-FP8; a
+  // per-channel checkpoint's experts are requantized to blocks at load, load_weights): they run
+  // on the fp8 grouped GEMM (moe_grouped_gemm_fp8) and moe_experts. The router stays 16-bit.
+  bool fp8_experts() const { return num_experts > 0 && weights != WeightFormat::dense; }
   // The routed experts this config's weights hold (all of them without expert parallelism), and
   // the width of DeepSeek's shared experts' MLP they hold (split along it over the ranks).
   int held_experts() const { return num_experts / expert_parallel; }

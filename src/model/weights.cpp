@@ -212,10 +212,6 @@ Weights build_weights(const ModelConfig& c, Device device, DType dtype, const We
                     std::to_string(c.qk_rope_head_dim) +
                     ": the CUDA MLA kernel takes kv_lora_rank a multiple of 64 up to 512 and "
                     "qk_rope_head_dim a multiple of 32 up to 64 (DeepSeek-V2/V3: 512 and 64)");
-  if (c.num_experts > 0 && c.weights == WeightFormat::fp8_per_channel)
-    throw Error(ErrorKind::unsupported,
-                "checkpoint: fp8 experts with per-channel scales (compressed-tensors) are not "
-                "supported: the fp8 expert GEMM takes 128 x 128 block scales (quant_method fp8)");
   // fp8 experts quantize their activations per token and 128 columns (moe_fp8_quantize), which
   // reads f32 or bf16 rows.
   if (c.fp8_experts() && dtype != DType::bf16 && dtype != DType::f32)
@@ -357,6 +353,26 @@ void quantize_fp8_blocks(const std::string& name, const void* w, DType dtype, in
                                    "cannot be quantized to fp8");
 }
 
+namespace {
+
+// values[r, j] = e4m3 code [r, j] x scales[r] in f32, on every host core (an MoE checkpoint's
+// experts are most of its bytes).
+void dequantize_fp8_rows(const uint8_t* codes, const float* scales, int64_t rows, int64_t cols,
+                         float* values) {
+  const int64_t n = std::min<int64_t>(rows, std::max(1u, std::thread::hardware_concurrency()));
+  auto work = [&](int64_t t) {
+    for (int64_t r = rows * t / n; r < rows * (t + 1) / n; ++r)
+      for (int64_t j = 0; j < cols; ++j)
+        values[r * cols + j] = f8e4m3_to_float(codes[r * cols + j]) * scales[r];
+  };
+  std::vector<std::thread> pool;
+  for (int64_t t = 1; t < n; ++t) pool.emplace_back(work, t);
+  work(0);
+  for (std::thread& t : pool) t.join();
+}
+
+}  // namespace
+
 Weights load_weights(const ModelConfig& full, const Checkpoint& checkpoint, Device device,
                      DType dtype, Quantize quantize, TensorParallel tp) {
   // The rank's part (full for one rank), and under expert parallelism its experts.
@@ -415,7 +431,21 @@ Weights load_weights(const ModelConfig& full, const Checkpoint& checkpoint, Devi
   // 128 x 128 blocks (shard_config), so it gets exactly the blocks of the whole matrix's
   // quantization. Tensors already fp8 (an fp8 checkpoint, quantized again) load as they are, with
   // their own scales.
+  // compressed-tensors' per-channel fp8 experts (llm-compressor's FP8-dynamic of an MoE model):
+  // the fp8 expert kernels take 128 x 128 block scales, so each expert matrix (the rank's part) is
+  // dequantized (code x its row's scale, in f32) and quantized again in blocks as it is loaded,
+  // its block scales computed as --quantize fp8's are. A second rounding: a value keeps e4m3's
+  // precision relative to its own row's scale no longer but to its block's largest row's
+  // (docs/perf/fp8.md, "Per-channel fp8 experts").
+  auto requantizing = [&](const std::string& weight) {
+    if (c.weights != WeightFormat::fp8_per_channel || c.num_experts == 0 ||
+        weight.find(".experts.") == std::string::npos)
+      return false;
+    const TensorEntry* e = checkpoint.find(weight);
+    return e && e->dtype == DType::f8e4m3;
+  };
   auto quantizing = [&](const std::string& weight) {
+    if (requantizing(weight)) return true;
     if (quantize != Quantize::fp8 || c.weights != WeightFormat::fp8_blocks) return false;
     const TensorEntry* e = checkpoint.find(weight);
     return e && e->dtype != DType::f8e4m3;
@@ -423,23 +453,6 @@ Weights load_weights(const ModelConfig& full, const Checkpoint& checkpoint, Devi
   auto weight_of_scale = [&](const std::string& name) {
     const std::string& suffix = c.fp8_scale_suffix;
     return name.ends_with(suffix) ? name.substr(0, name.size() - suffix.size()) : std::string();
-  };
-  // The Builder asks for a weight, then for its scales: the scales computed with the values wait
-  // here for that second call.
-  std::map<std::string, std::vector<float>> scales_of;
-  std::vector<uint8_t> codes;  // host fp8 values, reused
-  auto quantized = [&](const std::string& name, const std::vector<int64_t>& shape) {
-    const TensorEntry* e = entry(name, shape);
-    if (e->dtype != DType::f32 && e->dtype != DType::bf16 && e->dtype != DType::f16)
-      throw Error(ErrorKind::io, "checkpoint: tensor '" + name + "' in " + e->file + " is " +
-                                     std::string(dtype_name(e->dtype)) +
-                                     "; quantizing to fp8 takes F32, BF16 or F16 weights");
-    const int64_t rows = shape[0], cols = shape[1];
-    std::vector<float>& scales = scales_of[name];
-    scales.resize(static_cast<size_t>(((rows + 127) / 128) * ((cols + 127) / 128)));
-    codes.resize(static_cast<size_t>(rows * cols));
-    quantize_fp8_blocks(name, data_of(e, name), e->dtype, rows, cols, codes.data(), scales.data());
-    return e;
   };
   // compressed-tensors per-tensor scales (fp8_scale_per_tensor): one value per matrix, shape []
   // or [1], asked for as the [rows, 1] per-channel scales the engine holds (for a rank, its rows'):
@@ -461,16 +474,62 @@ Weights load_weights(const ModelConfig& full, const Checkpoint& checkpoint, Devi
                                      " but it must be F32, BF16 or F16");
     return e;
   };
+  // The Builder asks for a weight, then for its scales: the scales computed with the values wait
+  // here for that second call.
+  std::map<std::string, std::vector<float>> scales_of;
+  std::vector<uint8_t> codes;  // host fp8 values, reused
+  std::vector<float> dequantized;  // host f32 values of a requantized matrix, reused
+  // The scales a per-channel fp8 matrix `name` (the rank's `rows` of it) holds, one per row: its
+  // "<name>_scale" [rows, 1], or its one per-tensor scale copied to every row.
+  auto row_scales = [&](const std::string& name, int64_t rows) {
+    const std::string scale_name = name + c.fp8_scale_suffix;
+    std::vector<float> scales(static_cast<size_t>(rows));
+    if (const TensorEntry* t = per_tensor_scale(scale_name)) {
+      std::fill(scales.begin(), scales.end(), load_as_float(t->data, t->dtype, 0));
+      return scales;
+    }
+    const TensorEntry* t = entry(scale_name, {rows, 1});
+    if (t->dtype != DType::f32 && t->dtype != DType::bf16 && t->dtype != DType::f16)
+      throw Error(ErrorKind::io, "checkpoint: tensor '" + scale_name + "' in " + t->file + " is " +
+                                     std::string(dtype_name(t->dtype)) +
+                                     " but it must be F32, BF16 or F16");
+    const void* data = data_of(t, scale_name);
+    for (int64_t r = 0; r < rows; ++r) scales[static_cast<size_t>(r)] = load_as_float(data, t->dtype, r);
+    return scales;
+  };
+  // The block quantization of weight `name` (the rank's `shape` of it) into codes and
+  // scales_of[name]: of its 16-bit values (--quantize fp8), or of its per-channel fp8 values
+  // dequantized (requantizing).
+  auto quantized = [&](const std::string& name, const std::vector<int64_t>& shape) {
+    const int64_t rows = shape[0], cols = shape[1];
+    const TensorEntry* e = nullptr;
+    const void* values = nullptr;
+    DType values_dtype = DType::f32;
+    if (requantizing(name)) {
+      // The scales first: the codes may be read through the column buffer, which data_of reuses.
+      const std::vector<float> scale = row_scales(name, rows);
+      e = entry(name, shape);
+      dequantized.resize(static_cast<size_t>(rows * cols));
+      dequantize_fp8_rows(static_cast<const uint8_t*>(data_of(e, name)), scale.data(), rows, cols,
+                          dequantized.data());
+      values = dequantized.data();
+    } else {
+      e = entry(name, shape);
+      if (e->dtype != DType::f32 && e->dtype != DType::bf16 && e->dtype != DType::f16)
+        throw Error(ErrorKind::io, "checkpoint: tensor '" + name + "' in " + e->file + " is " +
+                                       std::string(dtype_name(e->dtype)) +
+                                       "; quantizing to fp8 takes F32, BF16 or F16 weights");
+      values = data_of(e, name);
+      values_dtype = e->dtype;
+    }
+    std::vector<float>& scales = scales_of[name];
+    scales.resize(static_cast<size_t>(((rows + 127) / 128) * ((cols + 127) / 128)));
+    codes.resize(static_cast<size_t>(rows * cols));
+    quantize_fp8_blocks(name, values, values_dtype, rows, cols, codes.data(), scales.data());
+    return e;
+  };
   auto from_checkpoint = [&](const std::string& name, const std::vector<int64_t>& shape,
                              const Tensor& dst) {
-    if (const TensorEntry* e = per_tensor_scale(name)) {
-      const int64_t n = dst.numel();
-      staging = OwnedTensor(DType::f32, {n}, Device::cpu());
-      const float value = load_as_float(e->data, e->dtype, 0);
-      for (int64_t i = 0; i < n; ++i) store_from_float(staging.data(), DType::f32, i, value);
-      copy(staging.view(), dst.reshape({n}));
-      return;
-    }
     if (dst.dtype == DType::f8e4m3 && shape.size() == 2 && quantizing(name)) {
       quantized(name, shape);
       const int64_t n = dst.numel();
@@ -490,6 +549,15 @@ Weights load_weights(const ModelConfig& full, const Checkpoint& checkpoint, Devi
         throw Error(ErrorKind::internal, "load_weights: the computed scales of '" + weight +
                                              "' do not fit the slice the loader asks for");
       copy(Tensor(const_cast<float*>(scales.data()), DType::f32, Device::cpu(), {n}), dst.reshape({n}));
+      return;
+    }
+    // (After the computed scales: a requantized matrix's per-tensor scale is not what it holds.)
+    if (const TensorEntry* e = per_tensor_scale(name)) {
+      const int64_t n = dst.numel();
+      staging = OwnedTensor(DType::f32, {n}, Device::cpu());
+      const float value = load_as_float(e->data, e->dtype, 0);
+      for (int64_t i = 0; i < n; ++i) store_from_float(staging.data(), DType::f32, i, value);
+      copy(staging.view(), dst.reshape({n}));
       return;
     }
     const TensorEntry* e = entry(name, shape);

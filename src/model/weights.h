@@ -129,7 +129,9 @@ Weights build_weights(const ModelConfig& config, Device device, DType dtype,
 // With quantize fp8, `config` is quantized_config's: each linear layer the fp8 layout wants in
 // fp8 that the checkpoint holds 16-bit is quantized on the host (quantize_fp8_blocks) as it is
 // loaded, and "<name>_scale_inv" is its computed scales instead of a checkpoint tensor; tensors
-// already in fp8 load as they are.
+// already in fp8 load as they are. A per-channel fp8 checkpoint's routed experts (which the fp8
+// expert kernels take in 128 x 128 blocks only) are requantized the same way as they load, from
+// each code times its row's scale in f32; its other linear layers keep their per-row scales.
 // With tp.size > 1, rank tp.rank's part (shard_config(config, tp.size), tensor_slice): each
 // tensor's rows are read in place from the mapped file, a column slice is gathered through a
 // host buffer of the slice's size, so no rank copies a whole tensor. With tp.expert_parallel the

@@ -10,8 +10,11 @@
 // bound, in either setting here.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "engine/engine.h"
+#include "model/safetensors.h"
+#include "model/weights.h"
 #include "parallel/nccl_comm.h"
 #include "test_util.h"
 #include "tiny_model.h"
@@ -256,6 +259,18 @@ TinyModelSpec fp8_experts_spec(const std::string& family, bool dequantized) {
   return s;
 }
 
+// A Qwen3-MoE model whose linear layers and routed experts are fp8 in a per-channel format
+// ("channel", or "tensor": one scale per matrix), as fp8_experts_spec's.
+TinyModelSpec per_channel_experts_spec(const std::string& format, bool dequantized) {
+  TinyModelSpec s = fp8_spec(format, dequantized);
+  s.arch = "Qwen3MoeForCausalLM";
+  s.qk_norm = true;
+  s.mlp_only_layers = {0};
+  s.fp8_experts = true;
+  s.experts = 8, s.experts_per_token = 2, s.moe_intermediate = 128;
+  return s;
+}
+
 // Rows of `vocab` logits: where the greedy tokens differ, the reference's top two candidates must
 // be within what the bound lets them move: each logit by about the bound x the row's rms, the two
 // in opposite directions, and a factor 2 to spare (4 x the bound x the rms).
@@ -332,6 +347,51 @@ TEST_P(Fp8Experts, CudaBf16MatchesTheCpu) {
 
 INSTANTIATE_TEST_SUITE_P(Families, Fp8Experts, ::testing::Values("qwen3", "deepseek"));
 
+// compressed-tensors FP8-dynamic of an MoE model (llm-compressor quantizes the experts per
+// channel too; or its static FP8, one scale per matrix): the experts are requantized to 128 x 128
+// blocks at load. Exactly what --quantize fp8 makes of the same values written dense (code x row
+// scale: the tiny writer and the loader compute the same f32 product), and within the fp8
+// experts' bound of the dequantized checkpoint: the requantization's rounding (at most 2^-4 of a
+// value relative to its block's largest row, where the per-row codes kept it relative to its own
+// row; these rows' scales are within a few percent of each other) on top of the activations'.
+TEST(Fp8ExpertsPerChannel, RequantizedAtLoadAsQuantizingTheDequantizedValues) {
+  for (const std::string format : {"channel", "tensor"}) {
+    SCOPED_TRACE(format);
+    TinyModelDir fp8(per_channel_experts_spec(format, false)),
+        dense(per_channel_experts_spec(format, true));
+    const model::ModelConfig c = model::load_config(fp8.path());
+    EXPECT_EQ(c.weights, model::WeightFormat::fp8_per_channel);
+    EXPECT_TRUE(c.fp8_experts());
+    const model::Weights a =
+        model::load_weights(c, model::Checkpoint::open(fp8.path()), Device::cpu(), DType::f32);
+    const model::ModelConfig cq =
+        model::quantized_config(model::load_config(dense.path()), model::Quantize::fp8);
+    const model::Weights b = model::load_weights(cq, model::Checkpoint::open(dense.path()),
+                                                 Device::cpu(), DType::f32, model::Quantize::fp8);
+    auto same = [](const Tensor& x, const Tensor& y) {
+      return x.defined() && x.nbytes() == y.nbytes() && std::memcmp(x.data, y.data, x.nbytes()) == 0;
+    };
+    for (size_t l = 1; l < a.layers.size(); ++l) {
+      SCOPED_TRACE("layer " + std::to_string(l));
+      EXPECT_TRUE(same(a.layers[l].experts_gate_up, b.layers[l].experts_gate_up));
+      EXPECT_TRUE(same(a.layers[l].experts_gate_up_scale, b.layers[l].experts_gate_up_scale));
+      EXPECT_TRUE(same(a.layers[l].experts_down, b.layers[l].experts_down));
+      EXPECT_TRUE(same(a.layers[l].experts_down_scale, b.layers[l].experts_down_scale));
+    }
+    engine::Engine fp8_engine(fp8.path(), {}), dense_engine(dense.path(), {});
+    const int vocab = c.vocab_size;
+    const auto prompt = prompt_of(19, 3);
+    const auto got = fp8_engine.step(prompt, true), ref = dense_engine.step(prompt, true);
+    EXPECT_LE(rel_error(got, ref), kFp8ExpertsBound);
+    expect_greedy_agrees_but_at_near_ties(got, ref, vocab);
+    for (int32_t t : prompt_of(4, 9)) {
+      const auto g1 = fp8_engine.step({t}), r1 = dense_engine.step({t});
+      EXPECT_LE(rel_error(g1, r1), kFp8ExpertsBound);
+      expect_greedy_agrees_but_at_near_ties(g1, r1, vocab);
+    }
+  }
+}
+
 // compressed-tensors' FP8-block holds the values and 128 x 128 scales of quant_method fp8, its
 // scales named "<name>_scale": the same model to the last bit, the fp8 experts too. Its other
 // block sizes are refused naming the field.
@@ -373,12 +433,12 @@ TEST(Fp8ExpertsErrors, MissingScaleBadWidthPerChannelAndF16AreNamed) {
   expect_error([&] { engine::Engine(narrow_dir.path(), {}); }, ErrorKind::unsupported,
                {"model.layers.1.mlp.experts.0.gate_proj.weight", "multiples of 128"});
 
-  TinyModelSpec channel = fp8_spec("channel", false);
-  channel.arch = "Qwen3MoeForCausalLM";
-  channel.experts = 8, channel.experts_per_token = 2, channel.moe_intermediate = 128;
+  // Per-channel experts (requantized at load): a missing or mis-shaped row scale is named.
+  TinyModelSpec channel = per_channel_experts_spec("channel", false);
+  channel.drop_tensor = "model.layers.1.mlp.experts.3.up_proj.weight_scale";
   TinyModelDir channel_dir(channel);
-  expect_error([&] { engine::Engine(channel_dir.path(), {}); }, ErrorKind::unsupported,
-               {"per-channel", "experts", "128 x 128"});
+  expect_error([&] { engine::Engine(channel_dir.path(), {}); }, ErrorKind::io,
+               {"model.layers.1.mlp.experts.3.up_proj.weight_scale", "missing", "[128, 1]"});
 
   TinyModelDir ok(fp8_experts_spec("qwen3", false));
   engine::EngineOptions f16;

@@ -375,7 +375,8 @@ TEST(TensorParallelCpu, QuantizedAtLoadEachRankHoldsItsPartOfTheWholeQuantizatio
   expect_matches_unsharded(dir.path(), 4, false, o);
 }
 
-// fp8 routed experts (Qwen3-*-FP8's and DeepSeek-V3's layout) split along their width (512 wide:
+// fp8 routed experts (Qwen3-*-FP8's and DeepSeek-V3's layout, and compressed-tensors' per-channel
+// one) split along their width (512 wide:
 // 256 or 128 columns a rank, whole blocks) or whole (expert parallelism); DeepSeek's multi-head
 // latent attention (8 heads: q_b_proj and kv_b_proj 1024 rows, o_proj 512 columns) and its shared
 // expert split too. The prompt stays within moe_gemv_max_tokens: the experts' GEMV, exact on the
@@ -393,7 +394,12 @@ TEST(TensorParallelCpu, Fp8ExpertsMatchTheUnshardedForward) {
   deepseek.qk_norm = false;
   deepseek.heads = 8, deepseek.q_lora = 128, deepseek.kv_lora = 128;
   deepseek.nope = 64, deepseek.rope = 64, deepseek.v_head = 64;
-  for (const TinyModelSpec& spec : {qwen3, deepseek}) {
+  // Per-channel experts (compressed-tensors), requantized to blocks by each rank from its slice:
+  // the slices split on whole 128-blocks, so every rank gets the blocks of the whole matrix's.
+  TinyModelSpec qwen3_channel = qwen3;
+  qwen3_channel.fp8 = "channel";
+  for (const TinyModelSpec& spec : {qwen3, deepseek, qwen3_channel}) {
+    SCOPED_TRACE(spec.arch + " " + spec.fp8);
     TinyModelDir dir(spec);
     EXPECT_TRUE(model::load_config(dir.path()).fp8_experts());
     for (int size : {2, 4})

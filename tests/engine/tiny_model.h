@@ -41,9 +41,9 @@ struct TinyModelSpec {
   // f32): the reference an fp8 checkpoint must match.
   std::string fp8;
   bool fp8_dequantized = false;
-  // With fp8 "blocks" (or "ct_block"): the routed experts in fp8 too, each expert's gate/up/down
-  // with its scales (DeepSeek-V3's and Qwen3-*-FP8's layout). Without it they stay dense, as every
-  // other format writes them.
+  // The routed experts in fp8 too, in the fp8 format, each expert's gate/up/down with its scales
+  // (DeepSeek-V3's and Qwen3-*-FP8's layout for "blocks", llm-compressor's FP8-dynamic of an MoE
+  // model for "channel"). Without it they stay dense.
   bool fp8_experts = false;
   // DeepSeek-V3's layout (arch DeepseekV3ForCausalLM): multi-head latent attention with a q LoRA
   // (these widths; head_dim and kv_heads unused), and with experts a dense first layer, then MoE
@@ -154,7 +154,7 @@ class TinyModelDir {
       const bool expert = name.find(".experts.") != std::string::npos;
       const bool linear =
           (name.ends_with("_proj.weight") || name.ends_with("_proj_with_mqa.weight")) &&
-          (!expert || (s.fp8_experts && (s.fp8 == "blocks" || s.fp8 == "ct_block")));
+          (!expert || s.fp8_experts);
       if (s.fp8.empty() || !linear) return write(name, std::move(shape), t, v);
       // The values a 16-bit checkpoint of this spec holds (a no-op for F32), so that its
       // quantization at load (--quantize fp8) gives this checkpoint's bytes.

@@ -156,9 +156,11 @@ double linear_bytes(const model::ModelConfig& c, double rows, double cols, doubl
   }
   return rows * cols * e;
 }
-// One routed expert's matrix: fp8 with its block scales for fp8 experts, else 16-bit.
+// One routed expert's matrix: fp8 with its 128 x 128 block scales for fp8 experts (per-channel
+// checkpoints' experts are requantized to blocks at load), else 16-bit.
 double expert_bytes(const model::ModelConfig& c, double rows, double cols, double e) {
-  return c.fp8_experts() ? linear_bytes(c, rows, cols, e) : rows * cols * e;
+  return c.fp8_experts() ? rows * cols + std::ceil(rows / 128) * std::ceil(cols / 128) * 4
+                         : rows * cols * e;
 }
 }  // namespace
 
