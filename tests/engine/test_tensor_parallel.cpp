@@ -376,7 +376,7 @@ TEST(TensorParallelCpu, QuantizedAtLoadEachRankHoldsItsPartOfTheWholeQuantizatio
 }
 
 // fp8 routed experts (Qwen3-*-FP8's and DeepSeek-V3's layout, and compressed-tensors' per-channel
-// one) split along their width (512 wide:
+// one, at 2 ranks) split along their width (512 wide:
 // 256 or 128 columns a rank, whole blocks) or whole (expert parallelism); DeepSeek's multi-head
 // latent attention (8 heads: q_b_proj and kv_b_proj 1024 rows, o_proj 512 columns) and its shared
 // expert split too. The prompt stays within moe_gemv_max_tokens: the experts' GEMV, exact on the
@@ -402,7 +402,9 @@ TEST(TensorParallelCpu, Fp8ExpertsMatchTheUnshardedForward) {
     SCOPED_TRACE(spec.arch + " " + spec.fp8);
     TinyModelDir dir(spec);
     EXPECT_TRUE(model::load_config(dir.path()).fp8_experts());
-    for (int size : {2, 4})
+    // (The per-channel model at 2 ranks only: its splits are the block-scaled one's, and CI's
+    // time is short.)
+    for (int size : spec.fp8 == "channel" ? std::vector<int>{2} : std::vector<int>{2, 4})
       for (bool expert_parallel : {false, true})
         expect_matches_unsharded(dir.path(), size, expert_parallel);
   }
