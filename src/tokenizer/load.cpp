@@ -239,10 +239,18 @@ void load_added_tokens(const json& list, TokenizerData& d) {
   d.normalized_matcher = AddedTokenMatcher(normalized, normalized_patterns);
 }
 
-void build_id_tables(TokenizerData& d) {
+// The id tables are indexed by id, so the ids must number the tokens about densely (real
+// vocabularies do: 0 .. V - 1, added tokens after): an id far past the count of tokens would
+// allocate tables of that size (a fuzzed file asked for 41 GB). Refused, naming it.
+void build_id_tables(TokenizerData& d, const std::string& path) {
   int32_t max_id = -1;
   for (const auto& [token, id] : d.bpe.vocab) max_id = std::max(max_id, id);
   for (const AddedToken& a : d.added_tokens) max_id = std::max(max_id, a.id);
+  const size_t tokens = d.bpe.vocab.size() + d.added_tokens.size();
+  if (static_cast<size_t>(max_id) + 1 > 2 * tokens + 1024)
+    fail(ErrorKind::io, path,
+         "token id " + std::to_string(max_id) + " is far beyond the " + std::to_string(tokens) +
+             " tokens the file defines (ids must number the vocabulary densely)");
   const auto n = static_cast<size_t>(max_id) + 1;
   d.id_to_token.assign(n, std::string());
   d.special.assign(n, 0);
@@ -309,7 +317,7 @@ std::shared_ptr<const TokenizerData> load_tokenizer_json(const std::string& path
     // A field of the wrong type or a missing required field.
     fail(ErrorKind::io, path, std::string("malformed tokenizer.json: ") + e.what());
   }
-  build_id_tables(*d);
+  build_id_tables(*d, path);
   return d;
 }
 

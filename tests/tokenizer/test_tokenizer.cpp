@@ -374,5 +374,16 @@ TEST(TokenizerBadInput, TokenIdsOutsideInt32AreRefused) {
   }
 }
 
+// Found by fuzz_tokenizer_load in CI (2026-12-06): an added token's id of about 1.3e9 in a file of
+// a few dozen tokens sized the id tables by it (41 GB; ASan: out of memory). Ids far beyond the
+// token count are refused, naming the id; a few reserved holes are not.
+TEST(TokenizerBadInput, SparseTokenIdsAreRefused) {
+  json j = base_tokenizer();
+  j["added_tokens"] = json::array({added_token(1300000000, "<s>", true)});
+  expect_error([&] { load(j); }, ErrorKind::io, {"token id 1300000000", "densely"});
+  j["added_tokens"] = json::array({added_token(500, "<s>", true)});
+  EXPECT_NO_THROW(load(j));
+}
+
 }  // namespace
 }  // namespace braid::test
