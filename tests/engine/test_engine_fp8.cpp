@@ -245,10 +245,12 @@ constexpr double kFp8ExpertsBound = 0.05;
 
 // Experts and widths the fp8 ops take (moe_intermediate and hidden multiples of 128), with the
 // linear layers in whole 128-row blocks as fp8_spec's; layer 0 dense, layer 1 MoE.
-TinyModelSpec fp8_experts_spec(const std::string& family, bool dequantized) {
+// `format`: the fp8 format of the Qwen3 layout ("blocks", or a per-channel one).
+TinyModelSpec fp8_experts_spec(const std::string& family, bool dequantized,
+                               const std::string& format = "blocks") {
   // DeepSeek's tiny layout has first_k_dense_replace 1.
   TinyModelSpec s = family == "deepseek" ? deepseek_fp8_spec(dequantized)
-                                         : fp8_spec("blocks", dequantized);
+                                         : fp8_spec(format, dequantized);
   if (family == "qwen3") {
     s.arch = "Qwen3MoeForCausalLM";
     s.qk_norm = true;
@@ -260,15 +262,9 @@ TinyModelSpec fp8_experts_spec(const std::string& family, bool dequantized) {
 }
 
 // A Qwen3-MoE model whose linear layers and routed experts are fp8 in a per-channel format
-// ("channel", or "tensor": one scale per matrix), as fp8_experts_spec's.
+// ("channel", or "tensor": one scale per matrix).
 TinyModelSpec per_channel_experts_spec(const std::string& format, bool dequantized) {
-  TinyModelSpec s = fp8_spec(format, dequantized);
-  s.arch = "Qwen3MoeForCausalLM";
-  s.qk_norm = true;
-  s.mlp_only_layers = {0};
-  s.fp8_experts = true;
-  s.experts = 8, s.experts_per_token = 2, s.moe_intermediate = 128;
-  return s;
+  return fp8_experts_spec("qwen3", dequantized, format);
 }
 
 // Rows of `vocab` logits: where the greedy tokens differ, the reference's top two candidates must
