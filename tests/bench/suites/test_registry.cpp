@@ -81,6 +81,20 @@ TEST(BenchRegistry, EveryCommandTakesTheArgumentsBenchAllGivesIt) {
   }
 }
 
+TEST(BenchRegistry, AttentionMlaNamesAShapeFilterThatKeepsNothing) {
+  const Suite& s = suite("attention-mla");
+  if (!s.command) GTEST_SKIP() << "a build without CUDA";
+  CLI::App cmd;
+  const SuiteRun run = s.command(cmd);
+  cmd.parse("--quick --batch 128 --heads 16", false);
+  // Named before a GPU is looked for: the same error with or without one.
+  test::expect_error([&] { run(); }, ErrorKind::invalid_argument,
+                     {"bench attention-mla", "--batch 128 --heads 16"});
+  CLI::App bad;
+  (void)s.command(bad);
+  EXPECT_THROW(bad.parse("--heads -1", false), CLI::ValidationError);
+}
+
 TEST(BenchRegistry, EveryCommandTakesTheOutputOptions) {
   CLI::App app;
   int exit_code = 0;

@@ -189,7 +189,22 @@ void measure_shape(const MlaShape& s, bool quick, const DeviceInfo& info, Device
   }
 }
 
-SuiteResult run_attention_mla(bool quick) {
+// Which shapes a run measures: --batch / --heads keep only the shapes with that value (0: all).
+struct MlaFilter {
+  int64_t batch = 0, heads = 0;
+  bool keeps(const MlaShape& s) const {
+    return (batch == 0 || s.batch == batch) && (heads == 0 || s.heads == heads);
+  }
+};
+
+SuiteResult run_attention_mla(bool quick, const MlaFilter& filter) {
+  // A filter that keeps no shape is named before anything is measured (or a GPU looked for).
+  if (std::none_of(std::begin(kShapes), std::end(kShapes),
+                   [&](const MlaShape& s) { return filter.keeps(s); }))
+    throw_arg_error(ErrorKind::invalid_argument, "bench attention-mla", "--batch / --heads",
+                    "a batch and head count of one of its shapes: 1, 64 or 128 x 128 heads, "
+                    "1 or 64 x 16 heads",
+                    fmt::format("--batch {} --heads {}", filter.batch, filter.heads));
   std::string reason;
   const auto info = query_device(0, &reason);
   if (!info) return not_measured("braidinfer bench attention-mla: " + reason);
@@ -200,6 +215,7 @@ SuiteResult run_attention_mla(bool quick) {
   run.ceilings = measure_ceilings(quick, 0, false, false, add);
   cuda_allocator::empty_cache();
   for (const MlaShape& s : kShapes) {
+    if (!filter.keeps(s)) continue;
     measure_shape(s, quick, *info, dev, add);
     cuda_allocator::empty_cache();
   }
@@ -213,8 +229,13 @@ SuiteResult run_attention_mla(bool quick) {
 
 SuiteRun attention_mla_command(CLI::App& cmd) {
   auto quick = std::make_shared<bool>(false);
+  auto filter = std::make_shared<MlaFilter>();
   cmd.add_flag("--quick", *quick, "Fewer repetitions (smoke test)");
-  return [quick] { return run_attention_mla(*quick); };
+  cmd.add_option("--batch", filter->batch, "Only the shapes of this batch (1 or 64 or 128)")
+      ->check(CLI::NonNegativeNumber);
+  cmd.add_option("--heads", filter->heads, "Only the shapes of this head count (16 or 128)")
+      ->check(CLI::NonNegativeNumber);
+  return [quick, filter] { return run_attention_mla(*quick, *filter); };
 }
 
 }  // namespace braid::bench

@@ -15,12 +15,15 @@
 // to 16 heads x one chunk of keys: each cached row is copied into shared memory once (cp.async,
 // double-buffered tiles of kTileKeys keys, the first two issued together) and used by all the
 // block's heads. The output is r wide (512), too wide for one warp to hold a 16 x r fp32
-// accumulator, so the four warps split the work two ways: for the scores S = Q C^T each warp takes
-// 8 keys of the tile (all r + dr columns); S goes through shared memory, where 8 threads per head
-// row run the online softmax (running max and sum in fp32, log2 domain) and write P (rounded to
-// the input type for the mma; the sum, and so the log-sum-exp, stays fp32) and each row's
-// rescaling factor; for O += P C[:, :r] each warp owns r/4 output columns over all the tile's
-// keys. Three barriers per tile, no cross-warp merge at the end. Shared rows are padded by 16
+// accumulator, so the eight warps split the work two ways: for the scores S = Q C^T two warps take
+// each 8 keys of the tile, each over half of the r + dr columns; the partial scores go through
+// shared memory, where 16 threads per head row add them, run the online softmax (running max and
+// sum in fp32, log2 domain) and write P (rounded to the input type for the mma; the sum, and so
+// the log-sum-exp, stays fp32) and each row's rescaling factor; for O += P C[:, :r] each warp owns
+// r/8 output columns over all the tile's keys. Three barriers per tile, no cross-warp merge at the
+// end. Eight warps rather than four: the tiles and Q take ~98 KB of shared memory, so two blocks
+// fit an SM, and four warps a block left the schedulers idle behind each warp's long serial tile
+// (docs/perf/mla.md, v3: 7% faster at V2-Lite's batch 64 x 4096). Shared rows are padded by 16
 // bytes: a row is then an odd number of 16-byte units long, so the eight rows an ldmatrix reads
 // hit distinct banks (plain and transposed alike), with no swizzle to get wrong.
 //
@@ -64,13 +67,23 @@ namespace braid::cuda {
 
 namespace {
 
-constexpr int kWarps = 4;
-constexpr int kThreads = kWarps * 32;
 constexpr int kRows = 16;                // query heads per block: the mma's M (ops' kHeadsPerBlock)
-constexpr int kTileKeys = 32;            // keys per stage: 8 per warp for the scores
+constexpr int kTileKeys = 32;            // keys per stage
+constexpr int kKeyGroups = kTileKeys / 8;  // the scores' 8-key groups: an mma's N each
+// The split kernel's 8 warps: two per key group of the scores, each over half of the r + dr
+// columns (their partial scores added in the softmax); the softmax gives each head row 16
+// threads of 2 keys; each warp owns r / 8 output columns; load_tile gives each key row 8 threads.
+constexpr int kSplitWarps = 8;
+constexpr int kSplitThreads = kSplitWarps * 32;
+constexpr int kScoreParts = kSplitWarps / kKeyGroups;
+constexpr int kRowThreads = kSplitThreads / kRows;
+constexpr int kRowKeys = kTileKeys / kRowThreads;
+constexpr int kLoadThreads = kSplitThreads / kTileKeys;
+constexpr int kCombineWarps = 4;
+constexpr int kCombineThreads = kCombineWarps * 32;
 constexpr int kStages = 2;               // double buffering: tile t + 1 loads while tile t is used
 constexpr int kPad = 8;                  // elements of padding per shared row (16 bytes)
-constexpr int kSStride = kTileKeys + 4;  // floats per score row (16-byte aligned rows)
+constexpr int kSStride = kTileKeys + 8;  // floats per score row: 16-byte rows, no bank conflicts
 constexpr int kPStride = kTileKeys + 8;  // elements per probability row: 80 bytes, 5 units
 constexpr int kMinSplitKeys = 64;        // ops' kMinSplitKeys: the mma.sync kernel's smallest chunk
 constexpr int kMinChunkWgmma = 128;      // the Hopper kernel's (64 keys: 1.1 us slower at batch 1)
@@ -80,9 +93,7 @@ constexpr int kMaxDevices = 64;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
-static_assert(kThreads == kRows * 8 && kTileKeys == 8 * 4,
-              "the softmax gives each head row 8 threads of 4 keys");
-static_assert(kTileKeys == kWarps * 8, "the scores give each warp 8 keys of a tile");
+static_assert(kScoreParts == 2 && kRowKeys == 2, "the softmax below adds two parts of two keys");
 
 struct MlaArgs {
   const void* q_latent;
@@ -111,7 +122,7 @@ size_t smem_bytes(int width) {
   const size_t rs = static_cast<size_t>(width + kPad);
   return kRows * rs * 2                  // the query rows
          + kStages * kTileKeys * rs * 2  // the cache tiles
-         + kRows * kSStride * 4          // scores
+         + kScoreParts * kRows * kSStride * 4  // scores, one partial per part of the columns
          + kRows * kPStride * 2          // probabilities
          + 3 * kRows * 4;                // per-row rescaling factor, final max and sum
 }
@@ -120,6 +131,7 @@ using mma_sync::cp_async16;
 using mma_sync::cp_async_commit;
 using mma_sync::cp_async_wait;
 using mma_sync::ldmatrix_x4;
+using mma_sync::ldmatrix_x2_trans;
 using mma_sync::ldmatrix_x4_trans;
 using mma_sync::mma_16816;
 
@@ -147,13 +159,14 @@ __device__ __forceinline__ QueryKeys query_keys(const MlaArgs& a, int64_t t) {
   return {lo, end};
 }
 
-// All threads of the block copy keys [key0, key0 + kTileKeys) into a tile: 4 threads per key
+// All threads of the block copy keys [key0, key0 + kTileKeys) into a tile: kLoadThreads per key
 // row, so each thread looks its row up in the page table once; keys at or past `end` become
 // zero rows.
 template <typename T>
 __device__ __forceinline__ void load_tile(const MlaArgs& a, const int32_t* table, int key0, int end,
                                           uint32_t dst) {
-  const int row = static_cast<int>(threadIdx.x) / 4, sub = static_cast<int>(threadIdx.x) % 4;
+  const int row = static_cast<int>(threadIdx.x) / kLoadThreads;
+  const int sub = static_cast<int>(threadIdx.x) % kLoadThreads;
   const int key = key0 + row;
   const bool valid = key < end;
   const T* src = static_cast<const T*>(a.cache);
@@ -163,20 +176,21 @@ __device__ __forceinline__ void load_tile(const MlaArgs& a, const int32_t* table
     src += slot * a.width;
   }
   const uint32_t row_dst = dst + static_cast<uint32_t>(row * a.row_stride) * 2;
-  for (int c = sub; c < a.width / 8; c += 4)  // width / 8 pieces of 16 bytes, a multiple of 4
+  for (int c = sub; c < a.width / 8; c += kLoadThreads)  // width / 8 pieces of 16 bytes
     cp_async16(row_dst + c * 16, src + c * 8, valid);
 }
 
 template <typename T, int kMaxR>
-__global__ void __launch_bounds__(kThreads) mla_split_kernel(const MlaArgs a) {
+__global__ void __launch_bounds__(kSplitThreads, 2) mla_split_kernel(const MlaArgs a) {
   extern __shared__ __align__(128) unsigned char smem[];
-  constexpr int kMaxTiles = kMaxR / 32;  // 8-column output tiles per warp at r = kMaxR
+  // 8-column output tiles per warp at r = kMaxR (at least a pair: the loop below takes pairs).
+  constexpr int kMaxTiles = kMaxR / (8 * kSplitWarps) >= 2 ? kMaxR / (8 * kSplitWarps) : 2;
   const int rs = a.row_stride;
   const int stage_bytes = kTileKeys * rs * 2;
   T* q_s = reinterpret_cast<T*>(smem);
   unsigned char* kv_s = smem + kRows * rs * 2;
   float* s_s = reinterpret_cast<float*>(kv_s + kStages * stage_bytes);
-  T* p_s = reinterpret_cast<T*>(s_s + kRows * kSStride);
+  T* p_s = reinterpret_cast<T*>(s_s + kScoreParts * kRows * kSStride);
   float* corr_s = reinterpret_cast<float*>(p_s + kRows * kPStride);
   float* row_m = corr_s + kRows;
   float* row_l = row_m + kRows;
@@ -207,14 +221,14 @@ __global__ void __launch_bounds__(kThreads) mla_split_kernel(const MlaArgs a) {
     const T* qr = static_cast<const T*>(a.q_rope) + t * a.qr_stride_t + head0 * a.qr_stride_h;
     if (a.q_vec) {
       const int pieces = a.width / 8;
-      for (int i = threadIdx.x; i < kRows * pieces; i += kThreads) {
+      for (int i = threadIdx.x; i < kRows * pieces; i += kSplitThreads) {
         const int row = i / pieces, d = (i % pieces) * 8;
         const T* src = d < a.r ? ql + row * a.ql_stride_h + d : qr + row * a.qr_stride_h + d - a.r;
         cp_async16(q_base + static_cast<uint32_t>(row * rs + d) * 2, row < rows ? src : ql,
                    row < rows);
       }
     } else {
-      for (int i = threadIdx.x; i < kRows * a.width; i += kThreads) {
+      for (int i = threadIdx.x; i < kRows * a.width; i += kSplitThreads) {
         const int row = i / a.width, d = i % a.width;
         T v = from_float<T>(0.0f);
         if (row < rows)
@@ -236,17 +250,25 @@ __global__ void __launch_bounds__(kThreads) mla_split_kernel(const MlaArgs a) {
   // k + 16, k + 24: two k-steps); P as the A operand of O = P V; V = C[:, :r] transposed as its B
   // operand (matrices: keys 0-7 / 8-15 by output columns n, n + 8).
   const uint32_t q_addr = q_base + static_cast<uint32_t>((lane % 16) * rs + (lane / 16) * 8) * 2;
-  const uint32_t k_off = static_cast<uint32_t>((warp * 8 + lane % 8) * rs + (lane / 8) * 8) * 2;
+  const int key_group = warp % kKeyGroups, score_part = warp / kKeyGroups;
+  const uint32_t k_off =
+      static_cast<uint32_t>((key_group * 8 + lane % 8) * rs + (lane / 8) * 8) * 2;
   const uint32_t p_addr =
       p_base + static_cast<uint32_t>((lane % 16) * kPStride + (lane / 16) * 8) * 2;
   const uint32_t v_off =
       static_cast<uint32_t>((lane % 8 + (lane / 8 % 2) * 8) * rs + (lane / 16) * 8) * 2;
-  const int n_tiles = a.r / 32;       // this warp's 8-column output tiles (even: r % 64 == 0)
-  const int col0 = warp * (a.r / 4);  // this warp's first output column
+  const int n_tiles = a.r / (8 * kSplitWarps);  // this warp's 8-column output tiles (r % 64 == 0)
+  const int col0 = warp * (a.r / kSplitWarps);  // this warp's first output column
+  // The warp's part of the score columns: whole 32-column steps, split evenly between the parts.
+  const int steps = a.width / 32;
+  const int k_begin = score_part * steps / kScoreParts * 32;
+  const int k_end = (score_part + 1) * steps / kScoreParts * 32;
+  float* s_part = s_s + score_part * kRows * kSStride;
 
-  // The online softmax's threads: 8 per head row, 4 keys each. Every thread of a row keeps the
-  // row's running maximum (the same value in all 8) and its own share of the running sum.
-  const int srow = threadIdx.x / 8, spart = threadIdx.x % 8;
+  // The online softmax's threads: kRowThreads per head row, kRowKeys keys each. Every thread of a
+  // row keeps the row's running maximum (the same value in all of them) and its own share of the
+  // running sum.
+  const int srow = threadIdx.x / kRowThreads, spart = threadIdx.x % kRowThreads;
   float m_run = -INFINITY, l_part = 0.0f;
 
   float acc[kMaxTiles][4];
@@ -266,9 +288,9 @@ __global__ void __launch_bounds__(kThreads) mla_split_kernel(const MlaArgs a) {
     }
     const uint32_t tile = kv_base + static_cast<uint32_t>((it % kStages) * stage_bytes);
 
-    // Scores of the warp's 8 keys for the 16 heads, over all r + dr columns.
+    // Scores of the warp's 8 keys for the 16 heads, over its part of the r + dr columns.
     float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int k = 0; k < a.width; k += 32) {
+    for (int k = k_begin; k < k_end; k += 32) {
       uint32_t kb[4], qa[4], qb[4];
       ldmatrix_x4(tile + k_off + k * 2, kb);
       ldmatrix_x4(q_addr + k * 2, qa);
@@ -277,33 +299,36 @@ __global__ void __launch_bounds__(kThreads) mla_split_kernel(const MlaArgs a) {
       mma_16816<T>(s, qb, kb[2], kb[3]);
     }
     {
-      const int col = warp * 8 + 2 * t4;  // the key within the tile
-      const int key = begin + it * kTileKeys + col;
-      s_s[g * kSStride + col] = key < end ? s[0] * a.scale_log2 : -INFINITY;
-      s_s[g * kSStride + col + 1] = key + 1 < end ? s[1] * a.scale_log2 : -INFINITY;
-      s_s[(g + 8) * kSStride + col] = key < end ? s[2] * a.scale_log2 : -INFINITY;
-      s_s[(g + 8) * kSStride + col + 1] = key + 1 < end ? s[3] * a.scale_log2 : -INFINITY;
+      const int col = key_group * 8 + 2 * t4;  // the key within the tile
+      *reinterpret_cast<float2*>(s_part + g * kSStride + col) = make_float2(s[0], s[1]);
+      *reinterpret_cast<float2*>(s_part + (g + 8) * kSStride + col) = make_float2(s[2], s[3]);
     }
     __syncthreads();
 
     {
-      const float4 v = *reinterpret_cast<const float4*>(s_s + srow * kSStride + spart * 4);
-      float mx = fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+      // The thread's two keys: the two parts' sums, scaled; keys past the chunk's end masked.
+      const float* src = s_s + srow * kSStride + spart * kRowKeys;
+      const float2 lo = *reinterpret_cast<const float2*>(src);
+      const float2 hi = *reinterpret_cast<const float2*>(src + kRows * kSStride);
+      float x[kRowKeys] = {lo.x + hi.x, lo.y + hi.y};
+      const int key0 = begin + it * kTileKeys + spart * kRowKeys;
+      float mx = -INFINITY;
+#pragma unroll
+      for (int i = 0; i < kRowKeys; ++i) {
+        x[i] = key0 + i < end ? x[i] * a.scale_log2 : -INFINITY;
+        mx = fmaxf(mx, x[i]);
+      }
+#pragma unroll
+      for (int lanes = 1; lanes < kRowThreads; lanes *= 2)
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, lanes));
       const float m_new = fmaxf(m_run, mx);
       // The chunk's first key is visible, so m_new is finite from the first tile on; the guard
       // only keeps a fully masked row from turning into NaN.
       const float ref = m_new == -INFINITY ? 0.0f : m_new;
       const float corr = exp2f(m_run - ref);  // 0 on the first tile (m_run = -inf)
-      const float p0 = exp2f(v.x - ref), p1 = exp2f(v.y - ref);
-      const float p2 = exp2f(v.z - ref), p3 = exp2f(v.w - ref);
-      const float sum = (p0 + p1) + (p2 + p3);
-      uint2 packed;
-      packed.x = pack2<T>(p0, p1);
-      packed.y = pack2<T>(p2, p3);
-      *reinterpret_cast<uint2*>(p_s + srow * kPStride + spart * 4) = packed;
+      const float p0 = exp2f(x[0] - ref), p1 = exp2f(x[1] - ref);
+      const float sum = p0 + p1;
+      *reinterpret_cast<uint32_t*>(p_s + srow * kPStride + spart * kRowKeys) = pack2<T>(p0, p1);
       l_part = l_part * corr + sum;
       m_run = m_new;
       if (spart == 0) corr_s[srow] = corr;
@@ -327,22 +352,27 @@ __global__ void __launch_bounds__(kThreads) mla_split_kernel(const MlaArgs a) {
       ldmatrix_x4(p_addr + ks * 16 * 2, pa);
 #pragma unroll
       for (int j = 0; j < kMaxTiles; j += 2) {
-        if (j < n_tiles) {
+        const uint32_t v_addr =
+            tile + v_off + static_cast<uint32_t>(ks * 16 * rs + col0 + j * 8) * 2;
+        if (j + 1 < n_tiles) {
           uint32_t vb[4];
-          ldmatrix_x4_trans(tile + v_off + static_cast<uint32_t>(ks * 16 * rs + col0 + j * 8) * 2,
-                            vb);
+          ldmatrix_x4_trans(v_addr, vb);
           mma_16816<T>(acc[j], pa, vb[0], vb[1]);
           mma_16816<T>(acc[j + 1], pa, vb[2], vb[3]);
+        } else if (j < n_tiles) {  // an odd last tile (8 warps, r / 64 odd)
+          uint32_t vb[2];
+          ldmatrix_x2_trans(v_addr, vb);
+          mma_16816<T>(acc[j], pa, vb[0], vb[1]);
         }
       }
     }
   }
   cp_async_wait<0>();
 
-  // Each row's sum over its 8 threads; the row's maximum is already the same in all of them.
-  l_part += __shfl_xor_sync(0xffffffffu, l_part, 1);
-  l_part += __shfl_xor_sync(0xffffffffu, l_part, 2);
-  l_part += __shfl_xor_sync(0xffffffffu, l_part, 4);
+  // Each row's sum over its threads; the row's maximum is already the same in all of them.
+#pragma unroll
+  for (int lanes = 1; lanes < kRowThreads; lanes *= 2)
+    l_part += __shfl_xor_sync(0xffffffffu, l_part, lanes);
   if (spart == 0) {
     row_m[srow] = m_run;
     row_l[srow] = l_part;
@@ -735,10 +765,10 @@ __global__ void __launch_bounds__(kThreads, 1) mla_wgmma_kernel(const MlaArgs a)
 constexpr int kCombineCols = 128;
 
 template <typename T>
-__global__ void __launch_bounds__(kThreads) mla_combine_kernel(const MlaArgs a) {
+__global__ void __launch_bounds__(kCombineThreads) mla_combine_kernel(const MlaArgs a) {
   __shared__ float scratch[32];
   __shared__ float weight[kMaxSplits];
-  __shared__ float4 part[kWarps][32];
+  __shared__ float4 part[kCombineWarps][32];
   // Launched as a programmatic dependent of the split kernel: wait for all of it (a no-op when
   // launched plainly).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -752,13 +782,13 @@ __global__ void __launch_bounds__(kThreads) mla_combine_kernel(const MlaArgs a) 
   const float* lse_s = a.part_lse + item * a.splits;
 
   float mx = -INFINITY;
-  for (int s = threadIdx.x; s < used; s += kThreads) mx = fmaxf(mx, lse_s[s]);
+  for (int s = threadIdx.x; s < used; s += kCombineThreads) mx = fmaxf(mx, lse_s[s]);
   mx = block_max(mx, scratch);
   float sum = 0.0f;
-  for (int s = threadIdx.x; s < used; s += kThreads) sum += expf(lse_s[s] - mx);
+  for (int s = threadIdx.x; s < used; s += kCombineThreads) sum += expf(lse_s[s] - mx);
   sum = block_sum(sum, scratch);
   const float inv_sum = 1.0f / sum;
-  for (int s = threadIdx.x; s < used; s += kThreads) weight[s] = expf(lse_s[s] - mx) * inv_sum;
+  for (int s = threadIdx.x; s < used; s += kCombineThreads) weight[s] = expf(lse_s[s] - mx) * inv_sum;
   __syncthreads();
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -767,7 +797,7 @@ __global__ void __launch_bounds__(kThreads) mla_combine_kernel(const MlaArgs a) 
   if (col < a.r) {
     const float* o_s = a.part_o + item * a.splits * a.r + col;
 #pragma unroll 4
-    for (int s = warp; s < used; s += kWarps) {
+    for (int s = warp; s < used; s += kCombineWarps) {
       const float* src = o_s + static_cast<int64_t>(s) * a.r;
       float4 v;
       if (a.ws_vec) {
@@ -787,7 +817,7 @@ __global__ void __launch_bounds__(kThreads) mla_combine_kernel(const MlaArgs a) 
   if (warp == 0 && col < a.r) {
     float4 r = part[0][lane];
 #pragma unroll
-    for (int w = 1; w < kWarps; ++w) {
+    for (int w = 1; w < kCombineWarps; ++w) {
       r.x += part[w][lane].x;
       r.y += part[w][lane].y;
       r.z += part[w][lane].z;
@@ -838,7 +868,7 @@ int blocks_per_sm(int width) {
                                           static_cast<int>(smem_bytes(kMaxR + 64))));
     int blocks = 0;
     BRAID_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &blocks, mla_split_kernel<T, kMaxR>, kThreads, smem_bytes(width)));
+        &blocks, mla_split_kernel<T, kMaxR>, kSplitThreads, smem_bytes(width)));
     n = std::max(blocks, 1);
   }
   return n;
@@ -992,7 +1022,7 @@ void attention_mla(const Tensor& q_latent, const Tensor& q_rope, const Tensor& c
     } else {
       blocks_per_sm<T, kMaxR>(a.width);  // sets the shared-memory attribute on first use
       mla_split_kernel<T, kMaxR>
-          <<<static_cast<unsigned>(blocks), kThreads, smem_bytes(a.width), s>>>(a);
+          <<<static_cast<unsigned>(blocks), kSplitThreads, smem_bytes(a.width), s>>>(a);
       BRAID_CUDA_CHECK_LAUNCH();
     }
     if (splits > 1) {
@@ -1001,7 +1031,7 @@ void attention_mla(const Tensor& q_latent, const Tensor& q_rope, const Tensor& c
       // A programmatic dependent launch on sm_90: the combine's launch overlaps the split
       // kernel's tail (its blocks wait in griddepcontrol.wait until that kernel has finished).
       launch_dependent_if(device_runs_sm90a() && programmatic_launch_enabled(),
-                          mla_combine_kernel<T>, grid, kThreads, 0, s, a);
+                          mla_combine_kernel<T>, grid, kCombineThreads, 0, s, a);
       BRAID_CUDA_CHECK_LAUNCH();
     }
   });
