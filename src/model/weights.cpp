@@ -457,6 +457,13 @@ Weights load_weights(const ModelConfig& full, const Checkpoint& checkpoint, Devi
   // compressed-tensors per-tensor scales (fp8_scale_per_tensor): one value per matrix, shape []
   // or [1], asked for as the [rows, 1] per-channel scales the engine holds (for a rank, its rows'):
   // every row gets the value.
+  // Scales are read in any float type (f32 or bf16 in the wild).
+  auto require_float_scale = [&](const TensorEntry* e, const std::string& name) {
+    if (e->dtype != DType::f32 && e->dtype != DType::bf16 && e->dtype != DType::f16)
+      throw Error(ErrorKind::io, "checkpoint: tensor '" + name + "' in " + e->file + " is " +
+                                     std::string(dtype_name(e->dtype)) +
+                                     " but it must be F32, BF16 or F16");
+  };
   auto per_tensor_scale = [&](const std::string& name) -> const TensorEntry* {
     if (!c.fp8_scale_per_tensor || !name.ends_with("_scale")) return nullptr;
     const TensorEntry* e = checkpoint.find(name);
@@ -468,10 +475,7 @@ Weights load_weights(const ModelConfig& full, const Checkpoint& checkpoint, Devi
                                      ": expected one per-tensor scale, shape [] or [1] "
                                      "(quantization_config's weights strategy is \"tensor\"), got " +
                                      shape_text(e->shape));
-    if (e->dtype != DType::f32 && e->dtype != DType::bf16 && e->dtype != DType::f16)
-      throw Error(ErrorKind::io, "checkpoint: tensor '" + name + "' in " + e->file + " is " +
-                                     std::string(dtype_name(e->dtype)) +
-                                     " but it must be F32, BF16 or F16");
+    require_float_scale(e, name);
     return e;
   };
   // The Builder asks for a weight, then for its scales: the scales computed with the values wait
@@ -489,10 +493,7 @@ Weights load_weights(const ModelConfig& full, const Checkpoint& checkpoint, Devi
       return scales;
     }
     const TensorEntry* t = entry(scale_name, {rows, 1});
-    if (t->dtype != DType::f32 && t->dtype != DType::bf16 && t->dtype != DType::f16)
-      throw Error(ErrorKind::io, "checkpoint: tensor '" + scale_name + "' in " + t->file + " is " +
-                                     std::string(dtype_name(t->dtype)) +
-                                     " but it must be F32, BF16 or F16");
+    require_float_scale(t, scale_name);
     const void* data = data_of(t, scale_name);
     for (int64_t r = 0; r < rows; ++r) scales[static_cast<size_t>(r)] = load_as_float(data, t->dtype, r);
     return scales;

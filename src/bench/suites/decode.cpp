@@ -1,5 +1,6 @@
 // Decode-benchmark model shapes and the bytes a decode step must read.
 #include <fmt/core.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -17,6 +18,19 @@ struct Preset {
   const char* name;
   const char* config_json;  // as the public checkpoint's config.json has it (bf16)
 };
+
+// A checkpoint that stores a bf16 preset's model in fp8: the base's config.json with the
+// quantization_config the fp8 checkpoint adds.
+struct QuantizedPreset {
+  const char* name;
+  const char* base;
+  const char* quantization_config;
+};
+
+// DeepSeek-V3's and Qwen3-*-FP8's format: linear layers (and experts) in fp8 e4m3 with a scale
+// per 128 x 128 block; embeddings, norms, routers and the LM head in bf16.
+constexpr const char* kFp8Blocks = R"({"quant_method": "fp8", "fmt": "e4m3",
+  "activation_scheme": "dynamic", "weight_block_size": [128, 128]})";
 
 constexpr Preset kPresets[] = {
     {"qwen2.5-0.5b", R"({"architectures": ["Qwen2ForCausalLM"], "vocab_size": 151936,
@@ -48,34 +62,6 @@ constexpr Preset kPresets[] = {
       "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                        "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
       "tie_word_embeddings": false, "torch_dtype": "bfloat16"})"},
-    // Llama-3.1-8B as its FP8 checkpoints store it: the linear layers in fp8 e4m3 with a scale
-    // per 128 x 128 block; embeddings, norms and the LM head in bf16.
-    {"llama-3.1-8b-fp8", R"({"architectures": ["LlamaForCausalLM"], "vocab_size": 128256,
-      "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
-      "num_attention_heads": 32, "num_key_value_heads": 8, "max_position_embeddings": 131072,
-      "rope_theta": 500000.0, "rms_norm_eps": 1e-5,
-      "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-                       "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
-      "tie_word_embeddings": false, "torch_dtype": "bfloat16",
-      "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
-                              "weight_block_size": [128, 128]}})"},
-    // Llama-3.1-8B as llm-compressor's FP8-dynamic checkpoints store it (compressed-tensors,
-    // RedHatAI's *-FP8-dynamic): the linear layers in fp8 e4m3 with one scale per output row,
-    // activations quantized per token at run time; the LM head stays bf16.
-    {"llama-3.1-8b-fp8-dynamic", R"({"architectures": ["LlamaForCausalLM"], "vocab_size": 128256,
-      "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
-      "num_attention_heads": 32, "num_key_value_heads": 8, "max_position_embeddings": 131072,
-      "rope_theta": 500000.0, "rms_norm_eps": 1e-5,
-      "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-                       "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
-      "tie_word_embeddings": false, "torch_dtype": "bfloat16",
-      "quantization_config": {"quant_method": "compressed-tensors", "format": "float-quantized",
-        "quantization_status": "compressed", "ignore": ["lm_head"], "kv_cache_scheme": null,
-        "config_groups": {"group_0": {"targets": ["Linear"], "output_activations": null,
-          "weights": {"num_bits": 8, "type": "float", "strategy": "channel", "dynamic": false,
-                      "symmetric": true, "group_size": null, "block_structure": null},
-          "input_activations": {"num_bits": 8, "type": "float", "strategy": "token",
-                                "dynamic": true, "symmetric": true}}}}})"},
     {"qwen3-30b-a3b", R"({"architectures": ["Qwen3MoeForCausalLM"], "vocab_size": 151936,
       "hidden_size": 2048, "intermediate_size": 6144, "moe_intermediate_size": 768,
       "num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 4,
@@ -83,18 +69,6 @@ constexpr Preset kPresets[] = {
       "decoder_sparse_step": 1, "mlp_only_layers": [], "max_position_embeddings": 40960,
       "rope_theta": 1000000.0, "rms_norm_eps": 1e-6, "tie_word_embeddings": false,
       "torch_dtype": "bfloat16"})"},
-    // Qwen3-30B-A3B as Qwen3-30B-A3B-FP8 stores it: the attention projections and every expert
-    // in fp8 e4m3 with a scale per 128 x 128 block; embeddings, norms, routers and the LM head in
-    // bf16.
-    {"qwen3-30b-a3b-fp8", R"({"architectures": ["Qwen3MoeForCausalLM"], "vocab_size": 151936,
-      "hidden_size": 2048, "intermediate_size": 6144, "moe_intermediate_size": 768,
-      "num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 4,
-      "head_dim": 128, "num_experts": 128, "num_experts_per_tok": 8, "norm_topk_prob": true,
-      "decoder_sparse_step": 1, "mlp_only_layers": [], "max_position_embeddings": 40960,
-      "rope_theta": 1000000.0, "rms_norm_eps": 1e-6, "tie_word_embeddings": false,
-      "torch_dtype": "bfloat16",
-      "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
-                              "weight_block_size": [128, 128]}})"},
     // DeepSeek-V2-Lite: MLA (plain q_proj, 512-wide latent), 64 experts + 2 shared, top 6.
     {"deepseek-v2-lite", R"({"architectures": ["DeepseekV2ForCausalLM"], "vocab_size": 102400,
       "hidden_size": 2048, "intermediate_size": 10944, "moe_intermediate_size": 1408,
@@ -129,19 +103,48 @@ constexpr Preset kPresets[] = {
       "tie_word_embeddings": false, "torch_dtype": "bfloat16"})"},
 };
 
+constexpr QuantizedPreset kQuantizedPresets[] = {
+    {"llama-3.1-8b-fp8", "llama-3.1-8b", kFp8Blocks},
+    // llm-compressor's FP8-dynamic (compressed-tensors, RedHatAI's *-FP8-dynamic): the linear
+    // layers in fp8 e4m3 with one scale per output row, activations quantized per token at run
+    // time; the LM head stays bf16.
+    {"llama-3.1-8b-fp8-dynamic", "llama-3.1-8b", R"({"quant_method": "compressed-tensors",
+      "format": "float-quantized", "quantization_status": "compressed", "ignore": ["lm_head"],
+      "kv_cache_scheme": null,
+      "config_groups": {"group_0": {"targets": ["Linear"], "output_activations": null,
+        "weights": {"num_bits": 8, "type": "float", "strategy": "channel", "dynamic": false,
+                    "symmetric": true, "group_size": null, "block_structure": null},
+        "input_activations": {"num_bits": 8, "type": "float", "strategy": "token",
+                              "dynamic": true, "symmetric": true}}}})"},
+    {"qwen3-30b-a3b-fp8", "qwen3-30b-a3b", kFp8Blocks},
+};
+
+const char* base_config_json(const std::string& name) {
+  for (const Preset& p : kPresets)
+    if (name == p.name) return p.config_json;
+  return nullptr;
+}
+
 }  // namespace
 
 std::vector<std::string> decode_preset_names() {
   std::vector<std::string> names;
   for (const Preset& p : kPresets) names.emplace_back(p.name);
+  for (const QuantizedPreset& p : kQuantizedPresets) names.emplace_back(p.name);
   return names;
 }
 
 model::ModelConfig decode_preset(const std::string& name) {
-  for (const Preset& p : kPresets)
-    if (name == p.name) return model::parse_config(p.config_json, "", std::string("preset ") + p.name);
+  const std::string what = "preset " + name;
+  if (const char* json = base_config_json(name)) return model::parse_config(json, "", what);
+  for (const QuantizedPreset& p : kQuantizedPresets) {
+    if (name != p.name) continue;
+    nlohmann::json config = nlohmann::json::parse(base_config_json(p.base));
+    config["quantization_config"] = nlohmann::json::parse(p.quantization_config);
+    return model::parse_config(config.dump(), "", what);
+  }
   std::string known;
-  for (const Preset& p : kPresets) known += (known.empty() ? "" : ", ") + std::string(p.name);
+  for (const std::string& n : decode_preset_names()) known += (known.empty() ? "" : ", ") + n;
   throw Error(ErrorKind::invalid_argument,
               "bench decode: unknown shape '" + name + "' (known: " + known + ")");
 }

@@ -45,15 +45,14 @@ CasePlan plan_gemm(const KernelCase& c, const SuiteEnv& env) {
   const int sets = case_sets(c, env);
   auto st = std::make_shared<GemmState>();
   const int64_t M = c.tokens, N = c.n, K = c.k;
-  const bool fp8 = c.fp8_scale_rows > 0;
+  const bool fp8 = c.fp8_scale_rows > 0, blocks = c.fp8_scale_rows == 128;
   st->x = SetTensor(DType::bf16, {M, K}, sets, env.device);
   st->w = SetTensor(fp8 ? DType::f8e4m3 : DType::bf16, {N, K}, sets, env.device);
   st->out = SetTensor(DType::bf16, {M, N}, sets, env.device);
   st->x.fill_uniform(env.seed, -1.0f, 1.0f);
   if (fp8) {
     const std::vector<int64_t> scale_shape =
-        c.fp8_scale_rows == 128 ? std::vector<int64_t>{(N + 127) / 128, (K + 127) / 128}
-                                : std::vector<int64_t>{N, 1};
+        blocks ? std::vector<int64_t>{(N + 127) / 128, (K + 127) / 128} : std::vector<int64_t>{N, 1};
     st->w_scale = SetTensor(DType::f32, scale_shape, sets, env.device);
     fill_fp8_normal(st->w.storage(), env.seed + 1, 64.0f);
     st->w_scale.fill_uniform(env.seed + 2, 2.5e-4f, 2.9e-4f);
@@ -68,7 +67,7 @@ CasePlan plan_gemm(const KernelCase& c, const SuiteEnv& env) {
   p.launch = [st, weight](int s, Stream stream) {
     ops::gemm(st->x[s], weight(s), Tensor{}, st->out[s], stream);
   };
-  p.check = [st, c, fp8, weight, seed = env.seed] {
+  p.check = [st, c, fp8, blocks, weight, seed = env.seed] {
     st->out.poison();
     ops::gemm(st->x[0], weight(0), Tensor{}, st->out[0]);
     const std::vector<int64_t> rows = sample_rows(c.tokens, kRowsChecked, seed);
@@ -76,27 +75,25 @@ CasePlan plan_gemm(const KernelCase& c, const SuiteEnv& env) {
     const OwnedTensor w_scale = fp8 ? to_host(st->w_scale[0]) : OwnedTensor{};
     const OwnedTensor ref(DType::bf16, {static_cast<int64_t>(rows.size()), c.n}, kCpu);
     // Ranges of whole 128-row scale blocks for block scales.
-    const int64_t unit = c.fp8_scale_rows == 128 ? 128 : 1;
+    const int64_t unit = blocks ? 128 : 1;
     parallel_ranges((c.n + unit - 1) / unit, [&](int64_t u0, int64_t u1) {
       const int64_t n0 = u0 * unit, n1 = std::min(c.n, u1 * unit);
       const ops::Weight part =
           !fp8 ? ops::Weight(w.view().slice(0, n0, n1))
                : ops::Weight(w.view().slice(0, n0, n1),
-                             c.fp8_scale_rows == 128
-                                 ? w_scale.view().slice(0, u0, u1)
-                                 : w_scale.view().slice(0, n0, n1));
+                             blocks ? w_scale.view().slice(0, u0, u1)
+                                    : w_scale.view().slice(0, n0, n1));
       ops::gemm(a, part, Tensor{}, ref.view().slice(1, n0, n1));
     });
     ErrorAccumulator acc;
     add_vectors(acc, host_rows(st->out[0], rows), ref);
     return make_accuracy(acc, c, "cpu fp64 sums, " + rows_label(rows.size(), c.tokens));
   };
-  p.note = sets_note(sets) + (c.tokens <= 16 ? "; GEMV path"
-                              : fp8 ? fmt::format("; cuBLASLt fp8, {} scales, activations "
-                                                  "quantized per {}",
-                                                  c.fp8_scale_rows == 128 ? "128 x 128" : "per-row",
-                                                  c.fp8_scale_rows == 128 ? "128 columns" : "token")
-                                    : "; cuBLASLt");
+  const char* path = c.tokens <= 16 ? "; GEMV path"
+                     : !fp8       ? "; cuBLASLt"
+                     : blocks ? "; cuBLASLt fp8, 128 x 128 scales, activations quantized per 128 columns"
+                              : "; cuBLASLt fp8, per-row scales, activations quantized per token";
+  p.note = sets_note(sets) + path;
   return p;
 }
 

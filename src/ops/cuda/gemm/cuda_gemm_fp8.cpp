@@ -192,16 +192,12 @@ bool gemm_fp8_cublaslt(const Tensor& a, const Tensor& w, const Tensor& w_scale, 
 
   if (known == dev.plans.end()) {
     std::unique_ptr<LtPlan> plan;
-    if (blocks) {
+    try {
       plan = make_plan(key, dev.lt.handle, w_scale_ptr, a_scale_ptr, bias.data);
-    } else {
+    } catch (const Error&) {
       // A library that does not know the outer-vector mode refuses the descriptor itself: the
-      // GEMV then, as for no algorithm.
-      try {
-        plan = make_plan(key, dev.lt.handle, w_scale_ptr, a_scale_ptr, bias.data);
-      } catch (const Error&) {
-        plan = nullptr;
-      }
+      // GEMV then, as for no algorithm. Block scales have no fallback.
+      if (blocks) throw;
     }
     known = dev.plans.emplace(key, std::move(plan)).first;
     if (!known->second) {

@@ -56,7 +56,7 @@
 // they would not push those out), to give DRAM down's reads during gate_up's tail: that was the
 // design, but measured it made every MoE decode step slower (15-106 us on an H200,
 // docs/perf/decode.md attempt 9), so it is off unless BRAID_MOE_DOWN_PREFETCH=1. These are
-// kProgrammaticGateUp / kProgrammaticDown / kPrefetchDownRows below, to compare on the GPU.
+// kProgrammaticGateUp / kProgrammaticDown and ExpertArgs::prefetch_down below, to compare on the GPU.
 //
 // FP8 weights (e4m3, one f32 scale per 128 x 128 block: Qwen3-*-FP8's and DeepSeek-V3's experts)
 // take the same kernels with kFp8: a lane loads 16 bytes = 16 weights per row per 64-column step
@@ -102,12 +102,11 @@ constexpr int kFp8Block = 128;
 constexpr int kFp8StepCols = 64;
 constexpr int kFp8StepsPerBlock = kFp8Block / kFp8StepCols;
 // Launch-overlap choices, in one place so that they can be compared on the GPU (see the
-// header): each kernel launched as a programmatic dependent of the kernel before it, and the down
-// kernel's L2 prefetch of its rows before it waits for gate_up, compiled in but taken only with
-// BRAID_MOE_DOWN_PREFETCH=1 (a run-time switch, so that one binary can time both).
+// header): each kernel launched as a programmatic dependent of the kernel before it. (The down
+// kernel's L2 prefetch of its rows is a run-time switch, ExpertArgs::prefetch_down, so that one
+// binary can time both.)
 constexpr bool kProgrammaticGateUp = true;
 constexpr bool kProgrammaticDown = true;
-constexpr bool kPrefetchDownRows = true;
 // gate_up's blocks of shared-expert items ask L2 for their rows before waiting for the router.
 constexpr bool kPrefetchSharedRows = true;
 
@@ -138,7 +137,7 @@ struct ExpertArgs {
   int gate_up_slots;  // min(tokens * k, experts): the most routed experts a routing can use
   int batch_tokens;   // down: tokens per block
   int ksplit;         // down: slices of I per expert
-  bool prefetch_down; // the down rows' L2 prefetch (kPrefetchDownRows): BRAID_MOE_DOWN_PREFETCH=1
+  bool prefetch_down; // the down rows' L2 prefetch before gate_up ends: BRAID_MOE_DOWN_PREFETCH=1
 };
 
 bool down_prefetch_enabled() {
@@ -804,7 +803,7 @@ __global__ void __launch_bounds__(kDownWarps * 32, 1) moe_down_kernel(const Expe
       }
       __syncthreads();
       const int used = s_used;
-      if (kPrefetchDownRows && kVec && !waited && a.prefetch_down) {
+      if (a.prefetch_down && kVec && !waited) {
         // Ask L2 for this block's rows of each expert in use (contiguous: rows n0.. of expert e)
         // while gate_up is still finishing.
         const uint32_t bytes = static_cast<uint32_t>(rows) * a.inter * sizeof(W);
