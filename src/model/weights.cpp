@@ -11,6 +11,7 @@
 
 #include "braid/error.h"
 #include "braid/ops.h"
+#include "model/device_support.h"
 
 namespace braid::model {
 
@@ -203,6 +204,12 @@ class Builder {
 
 Weights build_weights(const ModelConfig& c, Device device, DType dtype, const WeightSource& source,
                       const WeightCheck& check, int first_expert) {
+#if BRAID_WITH_CUDA
+  // A GPU this build's kernels do not run on, or fp8 weights on one without fp8: refused here,
+  // before anything is allocated or read.
+  if (device.is_cuda())
+    check_cuda_device(c, cuda_device_info(device.index), cuda_built_architectures());
+#endif
   // attention_mla's CUDA kernel: r a multiple of 64 up to 512, dr a multiple of 32 up to 64.
   if (c.mla() && device.is_cuda() &&
       (c.kv_lora_rank % 64 != 0 || c.kv_lora_rank > 512 || c.qk_rope_head_dim % 32 != 0 ||
