@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "ops/cpu/cpu_ops.h"
-#include "ops/weight_check.h"
+#include "ops/gemm/weight_check.h"
 
 namespace braid::cpu {
 

@@ -105,7 +105,7 @@ void moe_grouped_gemm_fp8(const Tensor& x, const Tensor& x_scale, const Tensor& 
                           ops::MoeActivation activation, const Tensor& y, const Tensor& y_scale,
                           Stream stream);
 // moe_fp8_block_scale: route -> permute -> gather -> GEMM1 (SwiGLU, fp8 terms) -> GEMM2 ->
-// combine, in the u8 workspace (ops/moe_fp8_block_scale_layout.h).
+// combine, in the u8 workspace (ops/moe/moe_fp8_block_scale_layout.h).
 void moe_fp8_block_scale(const Tensor& routing_logits, const Tensor& routing_bias,
                          const Tensor& hidden_states, const Tensor& hidden_states_scale,
                          const Tensor& gemm1_weights, const Tensor& gemm1_weights_scale,

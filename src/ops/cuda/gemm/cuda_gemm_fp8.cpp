@@ -51,7 +51,7 @@
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/gemm/lt_plan.h"
 #include "ops/cuda/gemv/gemv_fused.h"
-#include "ops/weight_check.h"
+#include "ops/gemm/weight_check.h"
 
 namespace braid::cuda {
 

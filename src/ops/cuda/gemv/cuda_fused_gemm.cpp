@@ -1,6 +1,6 @@
 // The fused decode ops on CUDA: one fused GEMV kernel (gemv_fused.cu) when it applies, otherwise
 // the primitive ops in sequence through the caller's scratch tensors (nothing is allocated, so
-// both paths are graph-capturable). Arguments arrive checked by src/ops/fused_gemm.cpp.
+// both paths are graph-capturable). Arguments arrive checked by src/ops/gemm/fused_gemm.cpp.
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/gemv/gemv_fused.h"
 

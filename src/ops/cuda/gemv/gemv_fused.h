@@ -7,7 +7,7 @@
 //   - epilogue add: the result, rounded to the dtype, is added to the residual element and the
 //     sum, rounded again, written back (the residual stream's two roundings).
 // Callers (cuda_fused_gemm.cpp) check gemv_fused_applicable first and otherwise run the primitive
-// ops. Arguments arrive checked by the ops in src/ops/fused_gemm.cpp.
+// ops. Arguments arrive checked by the ops in src/ops/gemm/fused_gemm.cpp.
 //
 // FP8 weights (decode of DeepSeek-V3 / Qwen3-FP8 checkpoints): w [n, k] may be f8e4m3 (e4m3fn)
 // with f32 scales w_scale, contiguous, either per 128 x 128 block, [ceil(n / 128), k / 128]

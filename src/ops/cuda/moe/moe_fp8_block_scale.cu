@@ -15,7 +15,7 @@
 // are never written and never read (moe_combine skips pairs with pair_rows < 0).
 #include "core/cuda_check.h"
 #include "ops/cuda/cuda_ops.h"
-#include "ops/moe_fp8_block_scale_layout.h"
+#include "ops/moe/moe_fp8_block_scale_layout.h"
 
 namespace braid::cuda {
 

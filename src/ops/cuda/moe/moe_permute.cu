@@ -17,7 +17,7 @@
 #include "core/cuda_check.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
-#include "ops/moe_check.h"
+#include "ops/moe/moe_check.h"
 
 namespace braid::cuda {
 

@@ -1,4 +1,4 @@
-#include "ops/moe_check.h"
+#include "ops/moe/moe_check.h"
 
 #include <cmath>
 #include <string>

@@ -1,4 +1,4 @@
-#include "ops/weight_check.h"
+#include "ops/gemm/weight_check.h"
 
 #include <string>
 

@@ -6,7 +6,7 @@
 #include "braid/ops.h"
 #include "core/device_guard.h"
 #include "ops/check.h"
-#include "ops/paged_kv_check.h"
+#include "ops/attention/paged_kv_check.h"
 #include "ops/cpu/cpu_ops.h"
 #if BRAID_WITH_CUDA
 #include "ops/cuda/cuda_ops.h"

@@ -9,7 +9,7 @@
 #include "core/device_guard.h"
 #include "ops/check.h"
 #include "ops/cpu/cpu_ops.h"
-#include "ops/moe_fp8_block_scale_layout.h"
+#include "ops/moe/moe_fp8_block_scale_layout.h"
 #if BRAID_WITH_CUDA
 #include "ops/cuda/cuda_ops.h"
 #endif

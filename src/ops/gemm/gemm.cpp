@@ -5,7 +5,7 @@
 #include "core/device_guard.h"
 #include "ops/check.h"
 #include "ops/cpu/cpu_ops.h"
-#include "ops/weight_check.h"
+#include "ops/gemm/weight_check.h"
 #if BRAID_WITH_CUDA
 #include "ops/cuda/cuda_ops.h"
 #endif

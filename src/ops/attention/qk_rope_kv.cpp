@@ -5,7 +5,7 @@
 #include "braid/ops.h"
 #include "core/device_guard.h"
 #include "ops/check.h"
-#include "ops/decode_step_check.h"
+#include "ops/attention/decode_step_check.h"
 #include "ops/cpu/cpu_ops.h"
 #if BRAID_WITH_CUDA
 #include "ops/cuda/cuda_ops.h"

@@ -7,7 +7,7 @@
 #include "core/device_guard.h"
 #include "ops/check.h"
 #include "ops/cpu/cpu_ops.h"
-#include "ops/moe_check.h"
+#include "ops/moe/moe_check.h"
 #if BRAID_WITH_CUDA
 #include "ops/cuda/cuda_ops.h"
 #endif

@@ -1,4 +1,4 @@
-#include "ops/paged_kv_check.h"
+#include "ops/attention/paged_kv_check.h"
 
 #include <string>
 
