@@ -9,6 +9,9 @@ namespace braid::model {
 
 namespace {
 
+// 90 for 9.0: CUDA_ARCHITECTURES' numbering.
+int arch_number(int major, int minor) { return major * 10 + minor; }
+
 // "9.0" for 9, 0.
 std::string capability(int major, int minor) {
   return std::to_string(major) + "." + std::to_string(minor);
@@ -21,7 +24,7 @@ bool arch_runs_on(std::string_view arch, int major, int minor) {
   const auto [end, ec] = std::from_chars(arch.data(), arch.data() + arch.size(), number);
   if (ec != std::errc() || number < 10) return false;
   const std::string_view suffix(end, static_cast<size_t>(arch.data() + arch.size() - end));
-  const int device = major * 10 + minor;
+  const int device = arch_number(major, minor);
   if (suffix == "a") return device == number;
   if (suffix == "-real") return major == number / 10 && minor >= number % 10;
   if (suffix.empty() || suffix == "-virtual") return device >= number;
@@ -50,7 +53,7 @@ void check_cuda_device(const ModelConfig& c, const CudaDeviceInfo& device, std::
                     "architectures " + std::string(archs) +
                     " (braidinfer's kernels target Hopper, compute capability 9.0: 90a)");
   const bool fp8 = c.weights != WeightFormat::dense;
-  if (fp8 && (device.major * 10 + device.minor) < 89)
+  if (fp8 && arch_number(device.major, device.minor) < 89)
     throw Error(ErrorKind::unsupported,
                 "quantization_config (or --quantize fp8): " +
                     std::string(weight_format_name(c.weights)) +

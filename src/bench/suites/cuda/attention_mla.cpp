@@ -200,11 +200,14 @@ struct MlaFilter {
 SuiteResult run_attention_mla(bool quick, const MlaFilter& filter) {
   // A filter that keeps no shape is named before anything is measured (or a GPU looked for).
   if (std::none_of(std::begin(kShapes), std::end(kShapes),
-                   [&](const MlaShape& s) { return filter.keeps(s); }))
+                   [&](const MlaShape& s) { return filter.keeps(s); })) {
+    std::string shapes;
+    for (const MlaShape& s : kShapes)
+      shapes += fmt::format("{}batch {} x {} heads", shapes.empty() ? "" : ", ", s.batch, s.heads);
     throw_arg_error(ErrorKind::invalid_argument, "bench attention-mla", "--batch / --heads",
-                    "a batch and head count of one of its shapes: 1, 64 or 128 x 128 heads, "
-                    "1 or 64 x 16 heads",
+                    "a batch and head count of one of its shapes (" + shapes + ")",
                     fmt::format("--batch {} --heads {}", filter.batch, filter.heads));
+  }
   std::string reason;
   const auto info = query_device(0, &reason);
   if (!info) return not_measured("braidinfer bench attention-mla: " + reason);
