@@ -127,7 +127,7 @@ struct ExpertArgs {
   const float* shared_gate_up_scale;
   const float* shared_down_scale;
   const void* residual;  // null, or out = residual + moe
-  float* workspace;
+  float* workspace;  // the h rows, stored as T ([pairs, I] of T in the f32 buffer's first half)
   void* out;
   int64_t x_stride, out_stride, residual_stride;
   int shared;
@@ -139,6 +139,14 @@ struct ExpertArgs {
   int ksplit;         // down: slices of I per expert
   bool prefetch_down; // the down rows' L2 prefetch before gate_up ends: BRAID_MOE_DOWN_PREFETCH=1
 };
+
+// The h rows in the workspace, as T: gate_up rounds h to T anyway, and the down kernel feeds T to
+// the mma, so storing T (in the f32 buffer's first half) halves h's bytes and saves the down
+// kernel a conversion per element.
+template <typename T>
+__device__ __forceinline__ T* h_store(const ExpertArgs& a) {
+  return reinterpret_cast<T*>(a.workspace);
+}
 
 bool down_prefetch_enabled() {
   static const bool on = [] {
@@ -216,23 +224,6 @@ __device__ __forceinline__ uint4 load8(const T* row, int c, int limit, bool pred
   }
 }
 
-// Elements [c, c + 8) of an f32 row (h) as four packed pairs of T.
-template <typename T, bool kVec>
-__device__ __forceinline__ uint4 load8_packed(const float* row, int c, int limit, bool pred) {
-  float f[8];
-  if constexpr (kVec) {
-    const uint4 a = cached16(row + c, pred), b = cached16(row + c + 4, pred);
-    f[0] = __uint_as_float(a.x), f[1] = __uint_as_float(a.y), f[2] = __uint_as_float(a.z);
-    f[3] = __uint_as_float(a.w), f[4] = __uint_as_float(b.x), f[5] = __uint_as_float(b.y);
-    f[6] = __uint_as_float(b.z), f[7] = __uint_as_float(b.w);
-  } else {
-#pragma unroll
-    for (int i = 0; i < 8; ++i) f[i] = pred && c + i < limit ? row[c + i] : 0.0f;
-  }
-  return make_uint4(pack2<T>(f[0], f[1]), pack2<T>(f[2], f[3]), pack2<T>(f[4], f[5]),
-                    pack2<T>(f[6], f[7]));
-}
-
 // Elements [c, c + 4) of an f32 row.
 template <bool kVec, bool kStream>
 __device__ __forceinline__ float4 load4(const float* row, int c, int limit, bool pred,
@@ -273,14 +264,13 @@ __device__ __forceinline__ uint4 load16_fp8(const uint8_t* row, int c, bool pred
 //
 // f16/bf16 weights on the tensor cores. Lane (g, t) loads columns [c, c + 8), c = 32 s + 8 t, of
 // A rows g and g + 8 and of token g (and g + 8 for the second n-tile): elements 0-3 are the first
-// mma's logical k {2t, 2t+1, 2t+8, 2t+9}, elements 4-7 the second's. B is x (TB = T) or h (f32,
-// packed to T exactly).
-template <typename T, typename TB, int NT, bool kVec>
+// mma's logical k {2t, 2t+1, 2t+8, 2t+9}, elements 4-7 the second's. B is x or h (both T).
+template <typename T, int NT, bool kVec>
 __device__ __forceinline__ void warp_tile_mma(const T* a_lo, bool lo_ok, const T* a_hi, bool hi_ok,
-                                              const TB* const* b_rows, int nb, int k0, int k1,
+                                              const T* const* b_rows, int nb, int k0, int k1,
                                               uint64_t policy, float (&c)[NT][4]) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const TB* b[NT];
+  const T* b[NT];
   bool b_ok[NT];
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) {
@@ -305,11 +295,7 @@ __device__ __forceinline__ void warp_tile_mma(const T* a_lo, bool lo_ok, const T
       const bool in = col < k1;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-        uint4 xb;
-        if constexpr (std::is_same_v<TB, float>)
-          xb = load8_packed<T, kVec>(b[nt], col, k1, in && b_ok[nt]);
-        else
-          xb = load8<T, kVec, false>(b[nt], col, k1, in && b_ok[nt], policy);
+        const uint4 xb = load8<T, kVec, false>(b[nt], col, k1, in && b_ok[nt], policy);
         gemv_device::mma<T>(c[nt], wl[u].x, wh[u].x, wl[u].y, wh[u].y, xb.x, xb.y);
         gemv_device::mma<T>(c[nt], wl[u].z, wh[u].z, wl[u].w, wh[u].w, xb.z, xb.w);
       }
@@ -368,14 +354,14 @@ __device__ __forceinline__ void warp_tile_f32(const float* a_lo, bool lo_ok, con
   }
 }
 
-template <typename T, typename TB, int NT, bool kVec>
+template <typename T, int NT, bool kVec>
 __device__ __forceinline__ void warp_tile(const T* a_lo, bool lo_ok, const T* a_hi, bool hi_ok,
-                                          const TB* const* b_rows, int nb, int k0, int k1,
+                                          const T* const* b_rows, int nb, int k0, int k1,
                                           uint64_t policy, float (&c)[NT][4]) {
   if constexpr (std::is_same_v<T, float>)
     warp_tile_f32<NT, kVec>(a_lo, lo_ok, a_hi, hi_ok, b_rows, nb, k0, k1, policy, c);
   else
-    warp_tile_mma<T, TB, NT, kVec>(a_lo, lo_ok, a_hi, hi_ok, b_rows, nb, k0, k1, policy, c);
+    warp_tile_mma<T, NT, kVec>(a_lo, lo_ok, a_hi, hi_ok, b_rows, nb, k0, k1, policy, c);
 }
 
 // The same tile with fp8 weights (gemv_fused.cu's fp8 arithmetic). A step is 64 columns: lane
@@ -387,13 +373,13 @@ __device__ __forceinline__ void warp_tile(const T* a_lo, bool lo_ok, const T* a_
 // on c[..][0..1], row g + 8's on c[..][2..3] (gate_up's tile holds gate rows and up rows, which
 // lie in different 128-row blocks). s_lo / s_hi: the scale rows of rows g's and g + 8's 128-row
 // blocks, indexed by 128-column block.
-template <typename T, typename TB, int NT, bool kVec>
+template <typename T, int NT, bool kVec>
 __device__ __forceinline__ void warp_tile_fp8(const uint8_t* a_lo, bool lo_ok, const uint8_t* a_hi,
                                               bool hi_ok, const float* s_lo, const float* s_hi,
-                                              const TB* const* b_rows, int nb, int k0, int k1,
+                                              const T* const* b_rows, int nb, int k0, int k1,
                                               uint64_t policy, float (&c)[NT][4]) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const TB* b[NT];
+  const T* b[NT];
   bool b_ok[NT];
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) {
@@ -436,11 +422,7 @@ __device__ __forceinline__ void warp_tile_fp8(const uint8_t* a_lo, bool lo_ok, c
                                                            : make_uint2(wh[u].z, wh[u].w));
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) {
-            uint4 xb;
-            if constexpr (std::is_same_v<TB, float>)
-              xb = load8_packed<T, kVec>(b[nt], col + 8 * h, k1, in && b_ok[nt]);
-            else
-              xb = load8<T, kVec, false>(b[nt], col + 8 * h, k1, in && b_ok[nt], policy);
+            const uint4 xb = load8<T, kVec, false>(b[nt], col + 8 * h, k1, in && b_ok[nt], policy);
             gemv_device::mma<T>(part[nt], lo.x, hi.x, lo.y, hi.y, xb.x, xb.y);
             gemv_device::mma<T>(part[nt], lo.z, hi.z, lo.w, hi.w, xb.z, xb.w);
           }
@@ -659,7 +641,8 @@ __global__ void __launch_bounds__(kGateUpWarps * 32, std::is_same_v<T, float> ? 
     for (int64_t p = tid; p < pairs; p += blockDim.x) {
       const int e = a.ids[p];
       if (e < 0 || e >= a.experts)
-        for (int i = r0; i < min(r0 + kGateUpRows, a.inter); ++i) a.workspace[p * a.inter + i] = 0.0f;
+        for (int i = r0; i < min(r0 + kGateUpRows, a.inter); ++i)
+          h_store<T>(a)[p * a.inter + i] = from_float<T>(0.0f);
     }
   }
   __syncthreads();
@@ -713,10 +696,10 @@ __global__ void __launch_bounds__(kGateUpWarps * 32, std::is_same_v<T, float> ? 
         __syncthreads();
         float c[NT][4] = {};
         if constexpr (kFp8)
-          warp_tile_fp8<T, T, NT, kVec>(gate_row, row_ok, up_row, row_ok, gate_scale, up_scale,
+          warp_tile_fp8<T, NT, kVec>(gate_row, row_ok, up_row, row_ok, gate_scale, up_scale,
                                         x_rows, nb, k0, k1, policy, c);
         else
-          warp_tile<T, T, NT, kVec>(gate_row, row_ok, up_row, row_ok, x_rows, nb, k0, k1, policy, c);
+          warp_tile<T, NT, kVec>(gate_row, row_ok, up_row, row_ok, x_rows, nb, k0, k1, policy, c);
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
           const int n = 8 * nt + 2 * t;
@@ -739,8 +722,8 @@ __global__ void __launch_bounds__(kGateUpWarps * 32, std::is_same_v<T, float> ? 
             // (silu_mul's arithmetic).
             const float gr = to_float(from_float<T>(gs));
             const float ur = to_float(from_float<T>(us));
-            a.workspace[static_cast<int64_t>(pair_list[first + n]) * a.inter + i0 + i] =
-                to_float(from_float<T>(gr / (1.0f + expf(-gr)) * ur));
+            h_store<T>(a)[static_cast<int64_t>(pair_list[first + n]) * a.inter + i0 + i] =
+                from_float<T>(gr / (1.0f + expf(-gr)) * ur);
           }
         }
         __syncthreads();  // partial, x_rows and pair_list are rewritten next
@@ -768,7 +751,7 @@ __global__ void __launch_bounds__(kDownWarps * 32, 1) moe_down_kernel(const Expe
   float* partial = reinterpret_cast<float*>(dyn + a.bitmap_words);
   __shared__ int expert_list[kDownBatchPairs];
   __shared__ int16_t warp_pairs[kDownWarps][kDownBatchPairs];
-  __shared__ const float* h_rows[kDownWarps][kMaxTilePairs];
+  __shared__ const T* h_rows[kDownWarps][kMaxTilePairs];
   __shared__ int s_used;
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
@@ -855,15 +838,15 @@ __global__ void __launch_bounds__(kDownWarps * 32, 1) moe_down_kernel(const Expe
           const int nb = min(kChunk, count - first);
           if (lane < nb) {
             const int q = warp_pairs[warp][first + lane];
-            h_rows[warp][lane] = a.workspace + (q < pairs ? p0 + q : shared0 + (q - pairs)) * a.inter;
+            h_rows[warp][lane] = h_store<T>(a) + (q < pairs ? p0 + q : shared0 + (q - pairs)) * a.inter;
           }
           __syncwarp();
           float c[NT][4] = {};
           if constexpr (kFp8)
-            warp_tile_fp8<T, float, NT, kVec>(lo_row, g < rows, hi_row, g + 8 < rows, row_scale,
+            warp_tile_fp8<T, NT, kVec>(lo_row, g < rows, hi_row, g + 8 < rows, row_scale,
                                               row_scale, h_rows[warp], nb, k0, k1, policy, c);
           else
-            warp_tile<T, float, NT, kVec>(lo_row, g < rows, hi_row, g + 8 < rows, h_rows[warp], nb,
+            warp_tile<T, NT, kVec>(lo_row, g < rows, hi_row, g + 8 < rows, h_rows[warp], nb,
                                           k0, k1, policy, c);
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) {
@@ -1004,8 +987,8 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
 
   const int elem = static_cast<int>(dtype_size(x.dtype));
   const int vec = 16 / elem;  // elements per 16-byte load
-  // gate_up reads x and gate_up rows along H; down reads down and workspace rows along I (a
-  // workspace row of a multiple of vec floats is a whole number of 16-byte words). fp8 widths
+  // gate_up reads x and gate_up rows along H; down reads down and h rows along I (an h row of a
+  // multiple of vec elements of T is a whole number of 16-byte words). fp8 widths
   // are multiples of 128, so the same conditions cover fp8 rows.
   const bool vec_h = a.hidden % vec == 0 && aligned16(a.x) && aligned16(a.gate_up) &&
                      (a.x_stride * elem) % 16 == 0 && (!a.shared || aligned16(a.shared_gate_up));
