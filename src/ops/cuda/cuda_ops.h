@@ -25,7 +25,9 @@ void gemm_fp8(const Tensor& a, const Tensor& w, const Tensor& w_scale, const Ten
               const Tensor& out, Stream stream);
 // x [m, k] bf16/f16 rows to e4m3 codes q [m, k] with one f32 scale per row, scale [m]
 // (fp8_quantize_rows.cu): scale = amax / 448 (1 where 0), moe_fp8_quantize's arithmetic.
-void fp8_quantize_rows(const Tensor& x, const Tensor& q, const Tensor& scale, Stream stream);
+// looping_only: the general kernel even where the one-trip kernel applies (its test compares them).
+void fp8_quantize_rows(const Tensor& x, const Tensor& q, const Tensor& scale, Stream stream,
+                       bool looping_only = false);
 // cuBLAS strided-batched GEMM (cuda_gemm_batched.cpp).
 void gemm_batched(const Tensor& a, const Tensor& w, const Tensor& out, Stream stream);
 void softmax(const Tensor& x, const Tensor& out, Stream stream);

@@ -6,8 +6,12 @@
 // saturating), so a row quantizes as one 128-column block of moe_fp8_quantize would if it were
 // the whole row.
 //
-// One block per row (grid-stride over rows): the row is read twice, once for the amax and once to
-// write the codes; the second read comes from L1/L2 (a row is at most a few tens of KB).
+// Two kernels, one block per row (grid-stride over rows), the same arithmetic and so the same bits:
+// - one trip (rows of 16-byte pieces, k <= 32768): up to 1024 threads a row, each loading its (up
+//   to four) pieces at once and keeping them in registers for the codes;
+// - looping (any other row): 256 threads read the row twice in loops of dependent loads, once for
+//   the amax and once to write the codes (the second from L1/L2): at k = 14336, 7 trips and 7
+//   more, the ~10 us latency chain that the one-trip kernel takes off (docs/perf/fp8.md).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -75,9 +79,53 @@ __global__ void __launch_bounds__(kThreads) quantize_rows_kernel(RowArgs a) {
   }
 }
 
+// The one-trip kernel: piece j of this thread is the row's 16-byte piece threadIdx.x + j *
+// blockDim.x; blockDim.x * kPieces >= k / kVec (the launch sees to it).
+constexpr int kPieces = 4;
+constexpr int kMaxThreadsOneTrip = 1024;
+
+template <typename T>
+__global__ void __launch_bounds__(kMaxThreadsOneTrip) quantize_rows_one_trip_kernel(RowArgs a) {
+  __shared__ float scratch[32];
+  const int pieces = a.k / kVec;
+  for (int64_t r = blockIdx.x; r < a.rows; r += gridDim.x) {
+    const T* x = static_cast<const T*>(a.x) + r * a.x_stride;
+    uint8_t* q = a.q + r * a.q_stride;
+    uint4 v[kPieces];
+#pragma unroll
+    for (int j = 0; j < kPieces; ++j) {
+      const int p = static_cast<int>(threadIdx.x) + j * static_cast<int>(blockDim.x);
+      v[j] = p < pieces ? *reinterpret_cast<const uint4*>(x + p * kVec) : make_uint4(0, 0, 0, 0);
+    }
+    float amax = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kPieces; ++j) {
+      const T* e = reinterpret_cast<const T*>(&v[j]);
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) amax = fmaxf(amax, fabsf(to_float(e[i])));
+    }
+    const float s = fp8::block_scale(block_max(amax, scratch));
+#pragma unroll
+    for (int j = 0; j < kPieces; ++j) {
+      const int p = static_cast<int>(threadIdx.x) + j * static_cast<int>(blockDim.x);
+      if (p >= pieces) continue;
+      const T* e = reinterpret_cast<const T*>(&v[j]);
+      uint32_t lo = 0, hi = 0;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        lo |= uint32_t{fp8::to_e4m3(__fdiv_rn(to_float(e[i]), s))} << (8 * i);
+        hi |= uint32_t{fp8::to_e4m3(__fdiv_rn(to_float(e[i + 4]), s))} << (8 * i);
+      }
+      *reinterpret_cast<uint2*>(q + p * kVec) = make_uint2(lo, hi);
+    }
+    if (threadIdx.x == 0) a.scale[r] = s;
+  }
+}
+
 }  // namespace
 
-void fp8_quantize_rows(const Tensor& x, const Tensor& q, const Tensor& scale, Stream stream) {
+void fp8_quantize_rows(const Tensor& x, const Tensor& q, const Tensor& scale, Stream stream,
+                       bool looping_only) {
   RowArgs a{};
   a.x = x.data;
   a.x_stride = x.row_stride();
@@ -91,6 +139,18 @@ void fp8_quantize_rows(const Tensor& x, const Tensor& q, const Tensor& scale, St
   if (a.rows == 0) return;
   const auto grid = static_cast<unsigned>(std::min<int64_t>(a.rows, int64_t{1} << 16));
   const auto s = static_cast<cudaStream_t>(stream.handle);
+  // One trip needs 16-byte pieces and a row of at most kPieces x 1024 of them (k <= 32768).
+  const int pieces = a.k / kVec;
+  if (!looping_only && a.vec && pieces <= kPieces * kMaxThreadsOneTrip) {
+    const int needed = (pieces + kPieces - 1) / kPieces;
+    const auto threads = static_cast<unsigned>(std::max(32, (needed + 31) / 32 * 32));
+    if (x.dtype == DType::f16)
+      quantize_rows_one_trip_kernel<__half><<<grid, threads, 0, s>>>(a);
+    else
+      quantize_rows_one_trip_kernel<__nv_bfloat16><<<grid, threads, 0, s>>>(a);
+    BRAID_CUDA_CHECK_LAUNCH();
+    return;
+  }
   if (x.dtype == DType::f16)
     quantize_rows_kernel<__half><<<grid, kThreads, 0, s>>>(a);
   else
