@@ -174,7 +174,9 @@ void gemm(const Tensor& a, const Weight& w, const Tensor& bias, const Tensor& ou
 //        two strides 1: rows of k (a Hugging Face [out, in] weight) or columns of n (the
 //        transposed view of a row-major [k, n] matrix), so slices of a packed weight serve as is
 //   out  [m, batch, n] a's dtype, last dim dense, any batch and row stride; must not overlap a
-// On CUDA one cuBLAS strided-batched GEMM (graph-capturable; it allocates nothing).
+// On CUDA one launch, graph-capturable, no allocation: up to 16 rows with w in rows of k and
+// 16-byte aligned parts, the decode GEMV kernel with b as its grid's y; else cuBLAS's
+// strided-batched GEMM.
 void gemm_batched(const Tensor& a, const Tensor& w, const Tensor& out, Stream stream = {});
 
 // ---------------------------------------------------------------------------------------------

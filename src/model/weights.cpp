@@ -157,9 +157,12 @@ class Builder {
   }
 
   // kv_b_proj [heads x (nope + v), kv_lora_rank] as the per-head W_UK and W_UV views
-  // gemm_batched reads (no copies: strided views of one tensor). A 16-bit checkpoint's matrix is
-  // kept as it is; an fp8 one is dequantized once, transposed, by an exact GEMM with the identity
-  // ([r, r] @ W^T = W^T, each product a value times 1), since gemm_batched takes 16-bit weights.
+  // gemm_batched reads. Both are kept in rows of their k, the layout its decode GEMV path reads:
+  // W_UV[b] (rows of r) is a view of the checkpoint's matrix W, and W_UK[b] (rows of dn) a view
+  // of a transposed copy, made once by an exact product with the identity (I @ W_UK[b]^T, each
+  // product a value times 1). A 16-bit W gives that copy for W_UK's rows alone; an fp8 W is
+  // dequantized whole to W^T by gemm with its scales (gemm_batched takes 16-bit weights), and
+  // W_UV is then a view of W^T too, in columns of its n (cuBLAS's path).
   void mla_kv_b(LayerWeights& lw, const ModelConfig& c, const std::string& name) {
     const int64_t h = c.num_heads, dn = c.qk_nope_head_dim, dv = c.v_head_dim, r = c.kv_lora_rank;
     const int64_t rows = h * (dn + dv);
@@ -174,17 +177,21 @@ class Builder {
       std::copy(strides.begin(), strides.end(), v.strides);
       return v;
     };
-    if (c.weights == WeightFormat::dense) {
-      // W[(b (dn + dv) + j) r + i]: W_UK[b] = rows 0..dn of head b, W_UV[b] the next dv.
-      lw.w_uk = view(w, 0, {h, r, dn}, {(dn + dv) * r, 1, r});
-      lw.w_uv = view(w, dn * r, {h, dv, r}, {(dn + dv) * r, r, 1});
-      return;
-    }
     OwnedTensor eye_host(dtype_, {r, r}, Device::cpu());
     fill_bytes(eye_host.view(), 0);  // new memory is not zeroed: the off-diagonal must be 0
     for (int64_t i = 0; i < r; ++i) store_from_float(eye_host.data(), dtype_, i * r + i, 1.0f);
     OwnedTensor eye(dtype_, {r, r}, device_);
     copy(eye_host.view(), eye.view());
+    if (c.weights == WeightFormat::dense) {
+      // W[(b (dn + dv) + j) r + i]: head b's dn W_UK rows, then its dv W_UV rows.
+      const Tensor w_uk_t = allocate({r, h * dn});  // [r, heads x dn]
+      ops::gemm_batched(view(eye.view(), 0, {r, h, r}, {r, 0, 1}),
+                        view(w, 0, {h, dn, r}, {(dn + dv) * r, r, 1}),
+                        view(w_uk_t, 0, {r, h, dn}, {h * dn, dn, 1}));
+      lw.w_uk = view(w_uk_t, 0, {h, r, dn}, {dn, h * dn, 1});
+      lw.w_uv = view(w, dn * r, {h, dv, r}, {(dn + dv) * r, r, 1});
+      return;
+    }
     const Tensor wt = allocate({r, rows});  // W^T: [r, heads x (dn + dv)]
     ops::gemm(eye.view(), {w, scale}, Tensor{}, wt);
     lw.w_uk = view(wt, 0, {h, r, dn}, {dn + dv, rows, 1});

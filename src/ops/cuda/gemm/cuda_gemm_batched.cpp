@@ -1,4 +1,5 @@
-// gemm_batched through cuBLAS's strided-batched GEMM: out[:, b, :] = a[:, b, :] @ w[b]^T.
+// gemm_batched: out[:, b, :] = a[:, b, :] @ w[b]^T, through the GEMV kernel for up to 16 rows
+// (gemv.h: gemv_batched), else cuBLAS's strided-batched GEMM:
 //
 // As in the cuBLASLt gemm (cuda_gemm_lt.cpp), row-major out[m, n] is column-major out^T[n, m]:
 //   C_b(n x m) = op(A_b) * B_b  with A_b = w[b]: rows of k (w.stride(2) == 1) are a column-major
@@ -19,6 +20,7 @@
 #include "braid/buffer.h"
 #include "core/cuda_check.h"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/gemv/gemv.h"
 
 namespace braid::cuda {
 
@@ -48,6 +50,9 @@ cublasHandle_t handle_for(int device) {
 }  // namespace
 
 void gemm_batched(const Tensor& a, const Tensor& w, const Tensor& out, Stream stream) {
+  // Decode-sized products (up to 16 rows) with w in rows of k: the decode GEMV kernel, one launch
+  // for every b, a programmatic dependent like the step's other GEMVs (docs/perf/mla.md, v5).
+  if (gemv_batched_applicable(a, w, out)) return gemv_batched(a, w, out, stream);
   int device = 0;
   BRAID_CUDA_CHECK(cudaGetDevice(&device));
   cublasHandle_t handle = handle_for(device);

@@ -21,6 +21,11 @@
 // was the fastest launch on 22 of the 23 decode shapes measured, lm_heads included, ahead of one
 // tile per warp and of splitting k further over the blocks of a cluster (docs/perf/gemv.md). One
 // launch, no atomics, no workspace.
+//
+// Batched (gemv_batched, gemm_batched's path for up to 16 rows): out[:, b, :] = a[:, b, :] @
+// w[b]^T for every b, the same kernel with the batch index as blockIdx.y, each block's a, w and
+// out moved to its b (MLA's per-head W_UK and W_UV at decode: 16..128 small products in one
+// launch).
 
 #include <climits>
 #include <string>
@@ -51,7 +56,8 @@ struct GemvArgs {
   const void* w;
   const void* bias;  // null for none; out's dtype
   void* out;
-  int64_t lda, ldo;  // row strides in elements
+  int64_t lda, ldo, ldw;  // row strides in elements
+  int64_t a_batch, w_batch, out_batch;  // batched: the strides between the products' a, w, out
   int m, n, k;
   int tiles;           // ceil(n / 16)
   int steps_per_slice; // 32-column steps in one k slice
@@ -72,13 +78,13 @@ __device__ __forceinline__ uint4 load_activations(const uint4* p, bool pred) {
 
 // out[row, col] = v + bias[col], rounded once to out's dtype.
 template <typename T>
-__device__ __forceinline__ void store_out(const GemvArgs& p, int row, int col, float v) {
+__device__ __forceinline__ void store_out(const GemvArgs& p, void* out, int row, int col, float v) {
   if (p.out_f32) {
     if (p.bias) v += static_cast<const float*>(p.bias)[col];
-    static_cast<float*>(p.out)[row * p.ldo + col] = v;
+    static_cast<float*>(out)[row * p.ldo + col] = v;
   } else {
     if (p.bias) v += to_float(static_cast<const T*>(p.bias)[col]);
-    static_cast<T*>(p.out)[row * p.ldo + col] = from_float<T>(v);
+    static_cast<T*>(out)[row * p.ldo + col] = from_float<T>(v);
   }
 }
 
@@ -86,9 +92,19 @@ __device__ __forceinline__ void store_out(const GemvArgs& p, int row, int col, f
 // The minimum of 2 blocks per SM matters: without it ptxas keeps registers low by waiting for
 // each load before issuing the next ones, and only a few loads are in flight; with it (128
 // registers at most) all 2 * kUnroll weight loads of a step are issued before the first mma.
-template <typename T, bool kWide>
+template <typename T, bool kWide, bool kBatched>
 __global__ void __launch_bounds__(kMaxWarps * 32, 2) gemv_kernel(GemvArgs p) {
   __shared__ float partial[kMaxWarps][kTileElems];
+  // This block's product (batched: blockIdx.y).
+  const T* w = static_cast<const T*>(p.w);
+  const T* a = static_cast<const T*>(p.a);
+  void* out = p.out;
+  if constexpr (kBatched) {
+    const int64_t b = blockIdx.y;
+    w += b * p.w_batch;
+    a += b * p.a_batch;
+    out = static_cast<T*>(out) + b * p.out_batch;
+  }
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
@@ -105,10 +121,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 2) gemv_kernel(GemvArgs p) {
   // Rows past n read row n - 1 (a valid address) and are never stored.
   const int chunks = p.k / 8;  // 16-byte chunks per row
   const int row0 = min(tile * kTileRows + g, p.n - 1), row1 = min(tile * kTileRows + 8 + g, p.n - 1);
-  const uint4* w0 = reinterpret_cast<const uint4*>(static_cast<const T*>(p.w) + int64_t{row0} * p.k);
-  const uint4* w1 = reinterpret_cast<const uint4*>(static_cast<const T*>(p.w) + int64_t{row1} * p.k);
+  const uint4* w0 = reinterpret_cast<const uint4*>(w + int64_t{row0} * p.ldw);
+  const uint4* w1 = reinterpret_cast<const uint4*>(w + int64_t{row1} * p.ldw);
   const bool has_lo = g < p.m, has_hi = kWide && g + 8 < p.m;
-  const T* a = static_cast<const T*>(p.a);
   const uint4* x_lo = reinterpret_cast<const uint4*>(a + (has_lo ? g * p.lda : 0));
   const uint4* x_hi = reinterpret_cast<const uint4*>(a + (has_hi ? (g + 8) * p.lda : 0));
 
@@ -161,8 +176,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 2) gemv_kernel(GemvArgs p) {
       for (int j = 0; j < 2; ++j) {
         const int col = col_base + r * 8 + 2 * t + j;
         if (col >= p.n) continue;
-        if (has_lo) store_out<T>(p, g, col, acc[r][j]);
-        if (has_hi) store_out<T>(p, g + 8, col, acc[r][2 + j]);
+        if (has_lo) store_out<T>(p, out, g, col, acc[r][j]);
+        if (has_hi) store_out<T>(p, out, g + 8, col, acc[r][2 + j]);
       }
     }
     return;
@@ -179,7 +194,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 2) gemv_kernel(GemvArgs p) {
     if (row >= p.m || out_col >= p.n) continue;
     float sum = 0.0f;
     for (int s = 0; s < p.split; ++s) sum += partial[tb * p.split + s][i];
-    store_out<T>(p, row, out_col, sum);
+    store_out<T>(p, out, row, out_col, sum);
   }
 }
 
@@ -222,6 +237,42 @@ void gemv(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& ou
   gemv(a, w, bias, out, gemv_launch_for(a.size(0), w.size(0), a.size(1)), stream);
 }
 
+namespace {
+
+// Fills the launch's part of p (its m, n and k set) and enqueues `batch` products (blockIdx.y).
+void launch_gemv(GemvArgs& p, const GemvLaunch& launch, int batch, DType dtype, Stream stream) {
+  p.tiles = (p.n + kTileRows - 1) / kTileRows;
+  p.tiles_per_block = launch.tiles_per_block;
+  p.split = launch.split;
+  const int steps = (p.k + kStepCols - 1) / kStepCols;
+  p.steps_per_slice = (steps + launch.split - 1) / launch.split;
+
+  const dim3 blocks(
+      static_cast<unsigned>((p.tiles + launch.tiles_per_block - 1) / launch.tiles_per_block),
+      static_cast<unsigned>(batch));
+  const auto threads = static_cast<unsigned>(launch.tiles_per_block * launch.split * 32);
+  const bool programmatic = gemv_launch_programmatic((p.steps_per_slice + kUnroll - 1) / kUnroll);
+  auto s = static_cast<cudaStream_t>(stream.handle);
+  dispatch_float_type(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, float>) {  // f32 is refused by the applicable checks
+      if (batch > 1) {
+        if (p.m > 8)
+          launch_dependent_if(programmatic, gemv_kernel<T, true, true>, blocks, threads, 0, s, p);
+        else
+          launch_dependent_if(programmatic, gemv_kernel<T, false, true>, blocks, threads, 0, s, p);
+      } else if (p.m > 8) {
+        launch_dependent_if(programmatic, gemv_kernel<T, true, false>, blocks, threads, 0, s, p);
+      } else {
+        launch_dependent_if(programmatic, gemv_kernel<T, false, false>, blocks, threads, 0, s, p);
+      }
+    }
+  });
+  BRAID_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
 void gemv(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out,
           const GemvLaunch& launch, Stream stream) {
   check_launch(launch);
@@ -236,28 +287,49 @@ void gemv(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& ou
   // With one row the row strides are never used (and may be anything).
   p.lda = p.m > 1 ? a.row_stride() : 0;
   p.ldo = p.m > 1 ? out.row_stride() : 0;
-  p.tiles = (p.n + kTileRows - 1) / kTileRows;
-  p.tiles_per_block = launch.tiles_per_block;
-  p.split = launch.split;
-  const int steps = (p.k + kStepCols - 1) / kStepCols;
-  p.steps_per_slice = (steps + launch.split - 1) / launch.split;
+  p.ldw = p.k;
   p.out_f32 = out.dtype == DType::f32;
+  launch_gemv(p, launch, 1, a.dtype, stream);
+}
 
-  const auto blocks =
-      static_cast<unsigned>((p.tiles + launch.tiles_per_block - 1) / launch.tiles_per_block);
-  const auto threads = static_cast<unsigned>(launch.tiles_per_block * launch.split * 32);
-  const bool programmatic = gemv_launch_programmatic((p.steps_per_slice + kUnroll - 1) / kUnroll);
-  auto s = static_cast<cudaStream_t>(stream.handle);
-  dispatch_float_type(a.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (!std::is_same_v<T, float>) {  // f32 is refused by gemv_applicable
-      if (p.m > 8)
-        launch_dependent_if(programmatic, gemv_kernel<T, true>, blocks, threads, 0, s, p);
-      else
-        launch_dependent_if(programmatic, gemv_kernel<T, false>, blocks, threads, 0, s, p);
-    }
-  });
-  BRAID_CUDA_CHECK_LAUNCH();
+bool gemv_batched_applicable(const Tensor& a, const Tensor& w, const Tensor& out) {
+  (void)out;  // any out gemm_batched accepts: the epilogue stores single elements
+  if (!a.device.is_cuda() || (a.dtype != DType::f16 && a.dtype != DType::bf16)) return false;
+  const int64_t m = a.size(0), batch = a.size(1), k = a.size(2), n = w.size(1);
+  if (m < 1 || m > kGemvMaxRows || batch < 1 || batch > 65535 || k % 8 != 0) return false;
+  if (n > INT_MAX / 2 || k > INT_MAX / 2) return false;
+  // 16-byte loads along k: w[b]'s rows of k (the layout a Hugging Face weight has) on 16-byte
+  // boundaries, and a's parts likewise.
+  if (w.stride(2) != 1 && k > 1) return false;
+  if (!aligned16(a.data) || !aligned16(w.data)) return false;
+  if (w.stride(1) % 8 != 0 || w.stride(0) % 8 != 0 || a.stride(1) % 8 != 0) return false;
+  return m == 1 || a.stride(0) % 8 == 0;
+}
+
+GemvLaunch gemv_batched_launch(int64_t k) {
+  // The 8 warps of a block split one tile's k as in gemv, but a short k (MLA's W_UK: 128
+  // columns, 4 steps) has fewer steps than warps: a block then takes several tiles.
+  const int64_t steps = (k + kStepCols - 1) / kStepCols;
+  int split = kMaxWarps;
+  while (split > 1 && split > steps) split /= 2;
+  return {kMaxWarps / split, split};
+}
+
+void gemv_batched(const Tensor& a, const Tensor& w, const Tensor& out, Stream stream) {
+  GemvArgs p{};
+  p.a = a.data;
+  p.w = w.data;
+  p.out = out.data;
+  p.m = static_cast<int>(a.size(0));
+  p.k = static_cast<int>(a.size(2));
+  p.n = static_cast<int>(w.size(1));
+  p.lda = p.m > 1 ? a.stride(0) : 0;
+  p.ldo = p.m > 1 ? out.stride(0) : 0;
+  p.ldw = w.stride(1);
+  p.a_batch = a.stride(1);
+  p.w_batch = w.stride(0);
+  p.out_batch = out.stride(1);
+  launch_gemv(p, gemv_batched_launch(p.k), static_cast<int>(a.size(1)), a.dtype, stream);
 }
 
 }  // namespace braid::cuda

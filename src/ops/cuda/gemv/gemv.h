@@ -41,4 +41,14 @@ void gemv(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& ou
 void gemv(const Tensor& a, const Tensor& w, const Tensor& bias, const Tensor& out,
           const GemvLaunch& launch, Stream stream);
 
+// Batched (gemm_batched's path for up to 16 rows): out[:, b, :] = a[:, b, :] @ w[b]^T for every b,
+// one launch with the batch as the grid's y. Applicable to checked gemm_batched arguments on CUDA
+// in f16/bf16 with 1 <= m <= 16, k a multiple of 8, w[b] in rows of k (w.stride(2) == 1), and
+// a, w and every row and part of them starting on 16 bytes; out as gemm_batched allows.
+bool gemv_batched_applicable(const Tensor& a, const Tensor& w, const Tensor& out);
+// Its launch: a block's 8 warps split a tile's k, several tiles a block when k has fewer 32-column
+// steps than warps.
+GemvLaunch gemv_batched_launch(int64_t k);
+void gemv_batched(const Tensor& a, const Tensor& w, const Tensor& out, Stream stream);
+
 }  // namespace braid::cuda
