@@ -129,34 +129,55 @@ using mma_sync::ldmatrix_x4;
 using mma_sync::ldmatrix_x4_trans;
 using mma_sync::mma_16816;
 
+// Where this thread's next key row lives: its page-table index and its row within that page. A
+// thread loads rows r0, r0 + kRowStep, ... of every tile, and the tiles follow each other, so
+// its keys step by kRowStep from the chunk's first tile to its last: one division when the chunk
+// starts, then an addition per row (a division by the run-time page size per row was ~40% of
+// the kernel's instructions at short contexts: attention_decode.md).
+struct KeyCursor {
+  int page, row;
+};
+
+__device__ __forceinline__ KeyCursor key_cursor(int key, int page_size) {
+  return {key / page_size, key % page_size};
+}
+
+template <int D>
+constexpr int kRowStep = kThreads / (D / 8);  // rows apart of one thread's 16-byte pieces
+
 // All threads of the block copy keys [key0, key0 + kTileKeys) of one KV head into a K and a V
 // tile, each thread a 16-byte piece of several rows; keys at or past `end` become zero rows. The
 // row of key `skip` (the kAppend variant's new key, not in the cache yet) is left alone:
-// put_new_row fills it.
+// put_new_row fills it. `at` is this thread's first row of the tile (key0 + threadIdx.x /
+// (D / 8)), and is left at its first row of the next one.
 template <typename T, int D>
 __device__ __forceinline__ void load_tile(const DecodeArgs& a, const int32_t* table, int kvh,
-                                          int key0, int end, int skip, uint32_t k_dst,
-                                          uint32_t v_dst) {
+                                          int key0, int end, int skip, KeyCursor& at,
+                                          uint32_t k_dst, uint32_t v_dst) {
   constexpr int kPieces = D / 8;  // 16-byte pieces per row
-  constexpr int kRowStep = kThreads / kPieces;
   const int c = threadIdx.x % kPieces;
   const T* k_pages = static_cast<const T*>(a.k_pages);
   const T* v_pages = static_cast<const T*>(a.v_pages);
 #pragma unroll
-  for (int i = 0; i < kTileKeys / kRowStep; ++i) {
-    const int r = static_cast<int>(threadIdx.x) / kPieces + i * kRowStep;
+  for (int i = 0; i < kTileKeys / kRowStep<D>; ++i) {
+    const int r = static_cast<int>(threadIdx.x) / kPieces + i * kRowStep<D>;
     const int key = key0 + r;
-    if (key == skip) continue;
-    const bool valid = key < end;
-    int64_t src = 0;
-    if (valid) {
-      const int64_t slot =
-          static_cast<int64_t>(__ldg(table + key / a.page_size)) * a.page_size + key % a.page_size;
-      src = (slot * a.kv_heads + kvh) * D + c * 8;
+    if (key != skip) {
+      const bool valid = key < end;
+      int64_t src = 0;
+      if (valid) {
+        const int64_t slot = static_cast<int64_t>(__ldg(table + at.page)) * a.page_size + at.row;
+        src = (slot * a.kv_heads + kvh) * D + c * 8;
+      }
+      const uint32_t dst = swizzled<D>(r, c);
+      cp_async16(k_dst + dst, k_pages + src, valid);
+      cp_async16(v_dst + dst, v_pages + src, valid);
     }
-    const uint32_t dst = swizzled<D>(r, c);
-    cp_async16(k_dst + dst, k_pages + src, valid);
-    cp_async16(v_dst + dst, v_pages + src, valid);
+    at.row += kRowStep<D>;
+    while (at.row >= a.page_size) {  // once at most for pages of kRowStep rows or more
+      at.row -= a.page_size;
+      ++at.page;
+    }
   }
 }
 
@@ -311,11 +332,12 @@ __global__ void __launch_bounds__(kThreads)
   const int new_tile = (new_key - begin) / kTileKeys, new_row = (new_key - begin) % kTileKeys;
 
   // Start streaming K/V first; the query goes in while those loads are in flight.
+  KeyCursor at = key_cursor(begin + static_cast<int>(threadIdx.x) / (D / 8), a.page_size);
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < tiles)
-      load_tile<T, D>(a, table, kvh, begin + s * kTileKeys, end, new_key, k_base + s * kStageBytes,
-                      v_base + s * kStageBytes);
+      load_tile<T, D>(a, table, kvh, begin + s * kTileKeys, end, new_key, at,
+                      k_base + s * kStageBytes, v_base + s * kStageBytes);
     cp_async_commit();
   }
   if constexpr (kAppend) {
@@ -359,7 +381,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();               // ... for every thread, and tile t - 1 is no longer read
     const int next = t + kStages - 1;
     if (next < tiles) {
-      load_tile<T, D>(a, table, kvh, begin + next * kTileKeys, end, new_key,
+      load_tile<T, D>(a, table, kvh, begin + next * kTileKeys, end, new_key, at,
                       k_base + (next % kStages) * kStageBytes, v_base + (next % kStages) * kStageBytes);
       if (holds_new_key && next == new_tile)
         put_new_row<T, D>(k_stages + (next % kStages) * kStageBytes,
