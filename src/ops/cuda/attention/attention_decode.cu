@@ -103,13 +103,13 @@ __host__ __device__ __forceinline__ int chunk_keys(int kv_len, int splits) {
   return (tiles > kMinChunkTiles ? tiles : kMinChunkTiles) * kTileKeys;
 }
 
-// Shared memory: the query tile, the K and V stages, and the kAppend variant's fp32 head buffers
-// (one per warp) and its new K and V rows. Both variants take the same amount, so they have the
-// same occupancy and split count.
+// Shared memory: the query tile, the K and V stages, and the kAppend variant's fp32 heads (the
+// block's query heads and the new key) and its new K and V rows. Both variants take the same
+// amount, so they have the same occupancy and split count.
 template <typename T, int D>
 constexpr int smem_bytes() {
   return kRows * D * int(sizeof(T)) + 2 * kStages * kTileKeys * D * int(sizeof(T)) +
-         kWarps * D * int(sizeof(float)) + 2 * D * int(sizeof(T));
+         (kRows + 1) * D * int(sizeof(float)) + 2 * D * int(sizeof(T));
 }
 
 // Byte offset of 16-byte piece c of row r in a [rows][D] tile of 2-byte elements.
@@ -181,16 +181,64 @@ __device__ __forceinline__ void load_tile(const DecodeArgs& a, const int32_t* ta
   }
 }
 
+// Eight elements of T from src + c as one 16-byte word: one load where the head is 16-byte
+// aligned (vec), else eight.
+template <typename T>
+__device__ __forceinline__ uint4 load8(const T* src, int c, bool vec) {
+  if (vec) return *reinterpret_cast<const uint4*>(src + c);
+  uint4 w;
+  T* e = reinterpret_cast<T*>(&w);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) e[i] = src[c + i];
+  return w;
+}
+
 // kAppend: the block's query heads normalised and rotated into the query tile (rows past the
 // group zero), and, when the block's chunk ends with the new key, that key rotated into new_k and
 // its value into new_v; the block of head block 0 also appends both to the cache, as
-// qk_norm_rope_kv_append does. Warp w takes heads w, w + 4, ...; the key is one more head.
+// qk_norm_rope_kv_append does.
+//
+// All of the block's threads first load every head it needs (its query heads, the new key and
+// value, the norm weights) at once, 16 bytes each, into shared memory: one round trip to memory
+// instead of one per head in turn. Then warp w normalises and rotates heads w, w + 4, ... there
+// (the key is one more head) with qk_rope's steps, so the bits are those of the separate ops.
 template <typename T, int D>
 __device__ __forceinline__ void rotate_into_tiles(const AppendArgs& ap, const ops::RopeTable& table,
                                                   int b, int kv_heads, int kvh, int hb, int head0,
                                                   int rows, bool holds_new_key, T* q_tile,
                                                   float* heads_f32, T* new_k, T* new_v) {
+  constexpr int kPieces = D / 8;                // 16-byte pieces of a head
+  constexpr int kMaxPieces = (kRows + 2) * kPieces;  // the query heads, the new key and value
+  constexpr int kLoads = (kMaxPieces + kThreads - 1) / kThreads;
   __shared__ float cos_s[D / 2], sin_s[D / 2];  // table.half <= D / 2 (rope_table checks it)
+  __shared__ __align__(16) T norm_s[2][D];      // the q and k norm weights
+
+  // Piece p of the staged heads: heads 0 .. rows - 1 are the query heads, rows the new key,
+  // rows + 1 its value.
+  const int staged = rows + (holds_new_key ? 2 : 0);
+  auto head_of = [&](int i, bool& vec) -> const T* {
+    const qk_rope::Head& h = i < rows ? ap.q : (i == rows ? ap.k : ap.v);
+    vec = h.vec;
+    return static_cast<const T*>(h.data) + b * h.token_stride +
+           static_cast<int64_t>(i < rows ? head0 + i : kvh) * h.head_stride;
+  };
+  uint4 raw[kLoads];
+#pragma unroll
+  for (int j = 0; j < kLoads; ++j) {
+    const int p = static_cast<int>(threadIdx.x) + j * kThreads;
+    if (p < staged * kPieces) {
+      bool vec;
+      const T* src = head_of(p / kPieces, vec);
+      raw[j] = load8<T>(src, (p % kPieces) * 8, vec);
+    }
+  }
+  const bool norm = ap.q_norm != nullptr;
+  uint4 norm_raw = make_uint4(0, 0, 0, 0);
+  const int w = static_cast<int>(threadIdx.x);  // thread w < 2 kPieces: piece w of the weights
+  if (norm && w < 2 * kPieces)
+    norm_raw = load8<T>(static_cast<const T*>(w < kPieces ? ap.q_norm : ap.k_norm),
+                        (w % kPieces) * 8, false);
+
   const int64_t pos = ap.positions_i64 ? static_cast<const int64_t*>(ap.positions)[b]
                                        : static_cast<const int32_t*>(ap.positions)[b];
   qk_rope::cos_sin(table, static_cast<float>(pos), cos_s, sin_s);
@@ -198,34 +246,40 @@ __device__ __forceinline__ void rotate_into_tiles(const AppendArgs& ap, const op
     const int r = rows + i / D, d = i % D;
     q_tile[swizzled<D>(r, d / 8) / 2 + d % 8] = from_float<T>(0.0f);
   }
+#pragma unroll
+  for (int j = 0; j < kLoads; ++j) {
+    const int p = static_cast<int>(threadIdx.x) + j * kThreads;
+    if (p >= staged * kPieces) continue;
+    const int i = p / kPieces, c = (p % kPieces) * 8;
+    if (i == rows + 1) {
+      *reinterpret_cast<uint4*>(new_v + c) = raw[j];
+    } else {
+      const T* e = reinterpret_cast<const T*>(&raw[j]);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) heads_f32[i * D + c + k] = to_float(e[k]);
+    }
+  }
+  if (norm && w < 2 * kPieces)
+    *reinterpret_cast<uint4*>(&norm_s[w / kPieces][(w % kPieces) * 8]) = norm_raw;
   __syncthreads();
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  float* buf = heads_f32 + warp * D;
   const int heads = rows + (holds_new_key ? 1 : 0);
   for (int i = warp; i < heads; i += kWarps) {
     const bool is_q = i < rows;
-    const qk_rope::Head& h = is_q ? ap.q : ap.k;
-    const T* src = static_cast<const T*>(h.data) + b * h.token_stride +
-                   static_cast<int64_t>(is_q ? head0 + i : kvh) * h.head_stride;
-    const void* norm = ap.q_norm ? (is_q ? ap.q_norm : ap.k_norm) : nullptr;
-    qk_rope::load_norm_rotate<T>(buf, src, D, h.vec, static_cast<const T*>(norm), ap.eps,
-                                 is_q ? ap.q_layout : ap.k_layout, table, cos_s, sin_s);
+    float* buf = heads_f32 + i * D;
+    if (norm) qk_rope::norm_head<T>(buf, norm_s[is_q ? 0 : 1], D, ap.eps, is_q ? ap.q_layout : ap.k_layout);
+    qk_rope::rotate_head<T>(buf, table.half, table.interleaved, cos_s, sin_s);
     if (is_q) {
       for (int d = lane; d < D; d += 32) q_tile[swizzled<D>(i, d / 8) / 2 + d % 8] = from_float<T>(buf[d]);
     } else {
-      const T* v = static_cast<const T*>(ap.v.data) + b * ap.v.token_stride + kvh * ap.v.head_stride;
-      for (int d = lane; d < D; d += 32) {
-        new_k[d] = from_float<T>(buf[d]);
-        new_v[d] = v[d];
-      }
+      for (int d = lane; d < D; d += 32) new_k[d] = from_float<T>(buf[d]);
       if (hb == 0) {  // kv_append's layout: [slot, kv_heads, head_dim] within the pages
         const int64_t dst = (static_cast<int64_t>(ap.slots[b]) * kv_heads + kvh) * D;
         qk_rope::store_head<T>(static_cast<T*>(ap.k_cache) + dst, buf, D, ap.cache_vec);
-        qk_rope::copy_head<T>(static_cast<T*>(ap.v_cache) + dst, v, D, ap.cache_vec && ap.v.vec);
+        qk_rope::copy_head<T>(static_cast<T*>(ap.v_cache) + dst, new_v, D, ap.cache_vec);
       }
     }
-    __syncwarp();  // buf is the next head's
   }
 }
 
@@ -298,7 +352,7 @@ __global__ void __launch_bounds__(kThreads)
   unsigned char* k_stages = smem + kQBytes;
   unsigned char* v_stages = k_stages + kStages * kStageBytes;
   float* heads_f32 = reinterpret_cast<float*>(v_stages + kStages * kStageBytes);  // kAppend
-  T* new_k = reinterpret_cast<T*>(heads_f32 + kWarps * D);
+  T* new_k = reinterpret_cast<T*>(heads_f32 + (kRows + 1) * D);
   T* new_v = new_k + D;
   const uint32_t q_base = smem_u32(smem);
   const uint32_t k_base = smem_u32(k_stages);
