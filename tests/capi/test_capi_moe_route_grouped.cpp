@@ -14,7 +14,7 @@ namespace {
 
 using namespace braid_capi_test;
 
-// The worked example of tests/ops/test_moe_route_grouped.cpp: 8 experts in 4 groups of 2, keep
+// The worked example of tests/ops/moe/test_moe_route_grouped.cpp: 8 experts in 4 groups of 2, keep
 // 2 groups, k = 3; the best expert (0) sits in a dropped group.
 TEST(CApi, MoeRouteGroupedWorkedExample) {
   std::vector<float> logits = {3, -3, 0.5f, 0.5f, 1, -1, 2, -4};
@@ -50,7 +50,7 @@ TEST(CApi, MoeRouteGroupedBadArguments) {
   EXPECT_NE(msg.find("argument 'bias'"), std::string::npos) << msg;
 }
 
-// The worked example of tests/ops/test_moe_route_softmax_grouped.cpp: 8 experts in 4 groups of
+// The worked example of tests/ops/moe/test_moe_route_softmax_grouped.cpp: 8 experts in 4 groups of
 // 2, keep the 2 with the largest p, k = 3; renormalised, times 16.
 TEST(CApi, MoeRouteSoftmaxGroupedWorkedExample) {
   std::vector<float> logits = {3, -3, 2.5f, 2.4f, 1, 0.9f, 2.8f, -4};

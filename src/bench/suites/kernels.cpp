@@ -24,7 +24,7 @@ namespace {
 
 constexpr double kBf16 = 2, kF32 = 4, kI32 = 4;
 // gemm on fp8 weights against the exact product: the activations rounded to e4m3 (up to 2^-4 of
-// each value, ~3.6% rms) bound the output's relative error (tests/ops/test_gemm_fp8.cpp).
+// each value, ~3.6% rms) bound the output's relative error (tests/ops/gemm/test_gemm_fp8.cpp).
 constexpr double kFp8GemmTolerance = 0.05;
 
 // A dense model's dimensions, as its config.json gives them.

@@ -329,7 +329,7 @@ std::vector<Case> fp8_cases() {
 // Times gemv_plain on fp8 weights over rotating sets. Set 0's weights are a bf16 matrix quantized
 // per block, and its output is checked against the bf16 GEMV on the unquantized matrix: the
 // difference is fp8's quantization error (~3% relative for e4m3's 3 mantissa bits, averaged), so
-// this catches a broken kernel, not a rounding; tests/ops/test_gemv_fp8.cpp checks it exactly.
+// this catches a broken kernel, not a rounding; tests/ops/gemm/test_gemv_fp8.cpp checks it exactly.
 void measure_fp8_case(const Case& c, bool quick, const DeviceInfo& info, Device dev,
                       const std::function<void(ResultRow)>& add) {
   const int sets = rotating_sets(static_cast<size_t>(fp8_bytes(c)), info.l2_bytes, 2);

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "braid/ops.h"
-#include "fp8_test_util.h"
-#include "moe_test_util.h"
+#include "ops/fp8_test_util.h"
+#include "ops/moe/moe_test_util.h"
 #include "test_util.h"
 
 namespace braid::test {

@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "braid/ops.h"
-#include "ops/decode_batch.h"
+#include "ops/attention/decode_batch.h"
 #include "test_util.h"
 #if BRAID_WITH_CUDA
 #include <cuda_runtime.h>

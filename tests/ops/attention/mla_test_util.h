@@ -1,5 +1,5 @@
 // attention_mla test batches: ragged queries over a paged cache of latent rows, built on the host
-// (tests/ops/test_attention_mla.cpp and test_attention_mla_cuda.cpp).
+// (tests/ops/attention/test_attention_mla.cpp and test_attention_mla_cuda.cpp).
 #pragma once
 
 #include <algorithm>

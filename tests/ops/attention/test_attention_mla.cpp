@@ -8,7 +8,7 @@
 #include <random>
 
 #include "braid/ops.h"
-#include "mla_test_util.h"
+#include "ops/attention/mla_test_util.h"
 #include "test_util.h"
 
 namespace braid::test {

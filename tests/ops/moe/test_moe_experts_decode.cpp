@@ -15,7 +15,7 @@
 
 #include "braid/ops.h"
 #include "braid/stream.h"
-#include "moe_test_util.h"
+#include "ops/moe/moe_test_util.h"
 #include "test_util.h"
 #if BRAID_WITH_CUDA
 #include <cuda_runtime.h>

@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "braid/ops.h"
-#include "mla_test_util.h"
+#include "ops/attention/mla_test_util.h"
 #include "test_util.h"
 #if BRAID_WITH_CUDA
 #include <cuda_runtime.h>

@@ -10,7 +10,7 @@
 #include <cmath>
 
 #include "braid/ops.h"
-#include "fp8_test_util.h"
+#include "ops/fp8_test_util.h"
 #include "test_util.h"
 
 namespace braid::test {

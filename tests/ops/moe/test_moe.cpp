@@ -5,7 +5,7 @@
 #include <numeric>
 
 #include "braid/ops.h"
-#include "moe_test_util.h"
+#include "ops/moe/moe_test_util.h"
 #include "test_util.h"
 
 namespace braid::test {
