@@ -56,7 +56,7 @@
 #                     40 kB and the summaries)
 #   TESTS=0           skip the GPU and Python tests (for benchmark-only calls)
 #   BASELINE=0        skip `bench ceilings` and the engine decode step
-#   BRAID_GIT_COMMIT  commit recorded in the JSON when the tree travels without .git
+#   BRAID_GIT_COMMIT  commit recorded in the JSON (default: the carried build's COMMIT file, then git)
 # shellcheck disable=SC2317  # the step functions are called indirectly, through run_step
 set -euo pipefail
 
@@ -114,7 +114,8 @@ env_info() {
     g++ --version | head -n 1 || true
     python3 -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)' \
       2>/dev/null || echo "python3/torch not available"
-    echo "git commit: ${BRAID_GIT_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)}"
+    echo "git commit: ${BRAID_GIT_COMMIT:-$(head -n 1 "${BUILD_DIR:-/nonexistent}/COMMIT" 2>/dev/null ||
+      git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)}"
   } 2>&1 | tee "$OUT/env.log"
 }
 

@@ -141,8 +141,23 @@ std::optional<std::string> command_output(const char* cmd) {
 
 }  // namespace
 
+std::optional<std::string> build_stamp(const std::filesystem::path& dir) {
+  std::ifstream in(dir / "COMMIT");
+  std::string line;
+  if (!in || !std::getline(in, line)) return std::nullopt;
+  const auto space = [](unsigned char c) { return std::isspace(c) != 0; };
+  while (!line.empty() && space(line.back())) line.pop_back();
+  line.erase(line.begin(), std::find_if_not(line.begin(), line.end(), space));
+  if (line.empty()) return std::nullopt;
+  return line;
+}
+
 std::string git_commit() {
   if (const char* env = std::getenv("BRAID_GIT_COMMIT"); env && *env) return env;
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec)
+    if (auto stamp = build_stamp(exe.parent_path())) return *stamp;
   auto head = command_output("git rev-parse --short=12 HEAD 2>/dev/null");
   if (!head || head->empty()) return "unknown";
   auto changes = command_output("git status --porcelain --untracked-files=no 2>/dev/null");

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -100,9 +101,15 @@ struct Report {
 
 // The current time as ISO 8601 UTC.
 std::string utc_now();
-// The source's git commit: $BRAID_GIT_COMMIT if set, else `git rev-parse --short=12 HEAD` in the
-// current directory (with "+dirty" when the work tree differs from HEAD), else "unknown".
+// The source's git commit: $BRAID_GIT_COMMIT if set; else the build's own stamp, the first line of
+// a COMMIT file beside the running executable (tools/device/pack-build.sh writes one when it packs
+// a build for the GPU machine, whose copy of the repository may carry an older .git); else `git
+// rev-parse --short=12 HEAD` in the current directory (with "+dirty" when the work tree differs
+// from HEAD); else "unknown".
 std::string git_commit();
+// The first line of DIR/COMMIT, without surrounding white space; nothing if there is no such
+// file or the line is empty.
+std::optional<std::string> build_stamp(const std::filesystem::path& dir);
 
 // A report of `suite` on `device`, its header filled: commit, date, device (ceilings and rows are
 // the caller's).

@@ -4,9 +4,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
+
+#include <unistd.h>
 
 #include "bench/harness/report.h"
 #include "test_util.h"
@@ -290,6 +293,18 @@ TEST(BenchReport, GitCommitPrefersTheEnvironmentAndNeverFails) {
   const std::string c = git_commit();  // a hash (maybe +dirty) inside a checkout, else "unknown"
   EXPECT_TRUE(c == "unknown" || std::regex_match(c, std::regex(R"([0-9a-f]{7,40}(\+dirty)?)")))
       << c;
+}
+
+TEST(BenchReport, BuildStampIsTheFirstLineOfCommit) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("braid_build_stamp_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  EXPECT_FALSE(build_stamp(dir).has_value()) << "no COMMIT file";
+  std::ofstream(dir / "COMMIT") << "  \n";
+  EXPECT_FALSE(build_stamp(dir).has_value()) << "a blank line";
+  std::ofstream(dir / "COMMIT") << "f8dbb3a1c2d3+dirty \nsecond line\n";
+  EXPECT_EQ(build_stamp(dir).value_or(""), "f8dbb3a1c2d3+dirty");
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Report, RooflineClassAgainstTheRidgeOfTheRun) {
