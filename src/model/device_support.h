@@ -29,7 +29,7 @@ void check_cuda_device(const ModelConfig& c, const CudaDeviceInfo& device, std::
 
 #if BRAID_WITH_CUDA
 // The device's name and compute capability, and the architectures this build's kernels are for
-// (src/core/cuda_device_info.cpp).
+// (src/model/cuda_device_info.cpp).
 CudaDeviceInfo cuda_device_info(int index);
 std::string_view cuda_built_architectures();
 #endif

@@ -216,7 +216,7 @@ __device__ __forceinline__ void rotate_into_tiles(const AppendArgs& ap, const op
   // Piece p of the staged heads: heads 0 .. rows - 1 are the query heads, rows the new key,
   // rows + 1 its value.
   const int staged = rows + (holds_new_key ? 2 : 0);
-  auto head_of = [&](int i, bool& vec) -> const T* {
+  auto staged_head = [&](int i, bool& vec) -> const T* {
     const qk_rope::Head& h = i < rows ? ap.q : (i == rows ? ap.k : ap.v);
     vec = h.vec;
     return static_cast<const T*>(h.data) + b * h.token_stride +
@@ -228,16 +228,16 @@ __device__ __forceinline__ void rotate_into_tiles(const AppendArgs& ap, const op
     const int p = static_cast<int>(threadIdx.x) + j * kThreads;
     if (p < staged * kPieces) {
       bool vec;
-      const T* src = head_of(p / kPieces, vec);
+      const T* src = staged_head(p / kPieces, vec);
       raw[j] = load8<T>(src, (p % kPieces) * 8, vec);
     }
   }
   const bool norm = ap.q_norm != nullptr;
   uint4 norm_raw = make_uint4(0, 0, 0, 0);
-  const int w = static_cast<int>(threadIdx.x);  // thread w < 2 kPieces: piece w of the weights
-  if (norm && w < 2 * kPieces)
-    norm_raw = load8<T>(static_cast<const T*>(w < kPieces ? ap.q_norm : ap.k_norm),
-                        (w % kPieces) * 8, false);
+  const int piece = static_cast<int>(threadIdx.x);  // threads < 2 kPieces: a piece of the weights
+  if (norm && piece < 2 * kPieces)
+    norm_raw = load8<T>(static_cast<const T*>(piece < kPieces ? ap.q_norm : ap.k_norm),
+                        (piece % kPieces) * 8, false);
 
   const int64_t pos = ap.positions_i64 ? static_cast<const int64_t*>(ap.positions)[b]
                                        : static_cast<const int32_t*>(ap.positions)[b];
@@ -259,8 +259,8 @@ __device__ __forceinline__ void rotate_into_tiles(const AppendArgs& ap, const op
       for (int k = 0; k < 8; ++k) heads_f32[i * D + c + k] = to_float(e[k]);
     }
   }
-  if (norm && w < 2 * kPieces)
-    *reinterpret_cast<uint4*>(&norm_s[w / kPieces][(w % kPieces) * 8]) = norm_raw;
+  if (norm && piece < 2 * kPieces)
+    *reinterpret_cast<uint4*>(&norm_s[piece / kPieces][(piece % kPieces) * 8]) = norm_raw;
   __syncthreads();
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;

@@ -1,7 +1,8 @@
 // The per-head steps of qk_norm_rope_kv_append, for the kernels that do them (qk_rope_kv.cu,
 // and attention_decode.cu, whose decode-step variant rotates its own queries and appends the new
-// key): one warp stages one head in shared memory as fp32, normalises it with rms_norm's sums,
-// rotates it with rope.cu's expressions, and writes it out. Each step rounds to T where the
+// key): a head staged in shared memory as fp32 (by its warp here, by the whole block there) is
+// normalised by one warp with rms_norm's sums, rotated with rope.cu's expressions, and written
+// out. Each step rounds to T where the
 // separate ops write their outputs, so every caller gets the same bits as rms_norm + rope_apply.
 //
 // The sum of squares depends on the order of the additions, so the warp replays rms_norm's launch
