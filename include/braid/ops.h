@@ -602,6 +602,14 @@ void moe_fp8_block_scale(const Tensor& routing_logits, const Tensor& routing_bia
 // summed in fp32 (fp64 on the CPU), the dense fp8 GEMV's arithmetic: the activations are not
 // quantized, unlike moe_grouped_gemm_fp8's. The roundings are those above. x is f16/bf16 (f32 on
 // the CPU only). With 16-bit weights both scales must be undefined (the overload without them).
+// MoeExpertsExtras::quantize_activations (fp8 weights only) quantizes the routed experts'
+// activations instead, as moe_grouped_gemm_fp8's inputs are (DeepSeek-V3's recipe): x[t], and
+// each h after its rounding, per 128 columns into one e4m3 term (moe_fp8_quantize's rule: s =
+// amax / 448, q = e4m3(v / s)); each product is then the sum over 128-column blocks of
+// s_w * s_v * sum_c w_code * q, in fp32 (fp64 on the CPU). The kernels feed the weights to the
+// fp8 tensor cores as loaded. The shared experts below stay exact, as the dense MLP they are in
+// the other paths (gemm and swiglu_gemm_add at decode), so that a split of them between ranks or
+// calls gives the same numbers.
 //
 // Shared experts and the residual (MoeExpertsExtras, the overload that takes it): DeepSeek's
 // layer in one call at decode, instead of the routed experts, a dense SwiGLU MLP and two adds.
@@ -619,6 +627,7 @@ void moe_fp8_block_scale(const Tensor& routing_logits, const Tensor& routing_bia
 struct MoeExpertsExtras {
   Weight shared_gate_up, shared_down;  // undefined: no shared experts
   Tensor residual;                     // undefined: out = moe
+  bool quantize_activations = false;   // fp8 weights: the routed experts' x and h quantized (above)
 };
 void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
                  const Tensor& gate_up, const Tensor& down, const Tensor& workspace,

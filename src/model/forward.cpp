@@ -36,6 +36,19 @@ bool decode_attention_joined() {
   return joined;
 }
 
+// BRAID_FP8_EXPERTS=e4m3 quantizes the fp8 experts' decode activations (moe_experts'
+// quantize_activations: per 128 columns, as the prompt path's fp8 grouped GEMMs quantize them, on
+// the fp8 tensor cores). Off by default: on an H100 it did not speed up Qwen3-30B-A3B-FP8's step
+// at batch 1 and slowed it at batch 16 (docs/perf/fp8.md, "Quantized activations in the MoE
+// decode kernels"), so decode keeps the exact products.
+bool fp8_experts_quantized() {
+  static const bool quantized = [] {
+    const char* v = std::getenv("BRAID_FP8_EXPERTS");
+    return v != nullptr && std::strcmp(v, "e4m3") == 0;
+  }();
+  return quantized;
+}
+
 // Heads `heads` wide starting at column col0 of a packed [n, width] tensor, as [n, heads, hd].
 Tensor heads_view(const Tensor& packed, int64_t n, int64_t col0, int64_t heads, int64_t hd) {
   Tensor v = packed.slice(0, 0, n).slice(1, col0, col0 + heads * hd);
@@ -431,6 +444,7 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
           extras.shared_down = {lw.shared_down, lw.shared_down_scale};
         }
         if (!tp) extras.residual = residual;
+        extras.quantize_activations = lw.experts_gate_up.dtype == DType::f8e4m3 && fp8_experts_quantized();
         // fp8 experts with their block scales (undefined for 16-bit experts).
         ops::moe_experts(normed, topk_w, topk_ids, lw.experts_gate_up, lw.experts_down, hidden,
                          tp ? proj : residual, lw.experts_gate_up_scale, lw.experts_down_scale,

@@ -50,13 +50,28 @@ double dot(const float* x, const float* y, int64_t n) {
 }
 
 // An fp8 weight row's dot product with x: per 128-column block, the exact sum of the e4m3 values
-// times x, times the block's scale (fp64 throughout: every product and scaling is exact).
-double dot_block_scaled(const float* w, const float* x, int64_t n, const float* scales) {
+// times x, times the block's scale, and times x's own scale for the block when x is quantized
+// (x_scales defined; fp64 throughout: every product and scaling is exact).
+double dot_block_scaled(const float* w, const float* x, int64_t n, const float* scales,
+                        const float* x_scales = nullptr) {
   constexpr int64_t B = ops::kFp8Block;
   double s = 0;
-  for (int64_t c = 0; c < n; c += B)
-    s += static_cast<double>(scales[c / B]) * dot(w + c, x + c, std::min(B, n - c));
+  for (int64_t c = 0; c < n; c += B) {
+    const double scale = static_cast<double>(scales[c / B]) * (x_scales ? x_scales[c / B] : 1.0f);
+    s += scale * dot(w + c, x + c, std::min(B, n - c));
+  }
   return s;
+}
+
+// v[0, n) (n a multiple of 128) quantized in place by moe_fp8_quantize's one-term rule: each
+// element becomes its e4m3 value, each 128-column block's scale goes to scales[block].
+void quantize_blocks(float* v, int64_t n, float* scales) {
+  constexpr int64_t B = ops::kFp8Block;
+  uint8_t codes[B];
+  for (int64_t b = 0; b < n / B; ++b) {
+    fp8_quantize_block(v + b * B, 1, codes, 0, scales + b, 0);
+    for (int64_t j = 0; j < B; ++j) v[b * B + j] = f8e4m3_to_float(codes[j]);
+  }
 }
 
 }  // namespace
@@ -124,42 +139,58 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
   // fp8 weights: one scale per 128 x 128 block, [E, 2I / 128, H / 128] and [E, H / 128, I / 128].
   const bool fp8 = wt == DType::f8e4m3;
   const int64_t B = ops::kFp8Block;
+  // Quantized activations (fp8, routed experts only): x[t] and the routed h rows as their e4m3
+  // values (xq; h in place), with one scale per 128-column block (x_scales; h_scales by row).
+  const bool quantized = fp8 && extras.quantize_activations;
+  std::vector<float> x_scales(quantized ? static_cast<size_t>(hidden / B) : 0);
+  std::vector<float> h_scales(quantized ? static_cast<size_t>(tokens * k * (inter / B)) : 0);
   // w's row `row` of a [rows, n] matrix . v[0, n), the row's scales (fp8) starting at column col0
-  // of a matrix `cols` wide: plain, or per scale block for fp8.
+  // of a matrix `cols` wide: plain, or per scale block for fp8 (times v's own, v_scales defined).
   auto row_dot = [&](const float* w, const float* v, int64_t n, const Tensor& scale, int64_t row,
-                     int64_t cols, int64_t col0) {
+                     int64_t cols, int64_t col0, const float* v_scales) {
     if (!fp8) return dot(w, v, n);
-    return dot_block_scaled(w, v, n, scale.ptr<float>() + (row / B) * (cols / B) + col0 / B);
+    return dot_block_scaled(w, v, n, scale.ptr<float>() + (row / B) * (cols / B) + col0 / B, v_scales);
   };
-  std::vector<float> xf(static_cast<size_t>(hidden)), gate(static_cast<size_t>(hidden)),
-      up(static_cast<size_t>(hidden)), row(static_cast<size_t>(inter));
+  std::vector<float> xf(static_cast<size_t>(hidden)), xq(static_cast<size_t>(hidden)),
+      gate(static_cast<size_t>(hidden)), up(static_cast<size_t>(hidden)), row(static_cast<size_t>(inter));
   float* ws = workspace.ptr<float>();
-  // h of gate_up rows (gate_row, up_row) of `w` for the token in xf, as the kernels round it.
-  auto swiglu_row = [&](const Tensor& w, const Tensor& scale, int64_t gate_row, int64_t up_row) {
+  // h of gate_up rows (gate_row, up_row) of `w` for the token in x (its block scales, or null), as
+  // the kernels round it.
+  auto swiglu_row = [&](const Tensor& w, const Tensor& scale, int64_t gate_row, int64_t up_row,
+                        const float* x, const float* x_block_scales) {
     row_to_floats(w.data, wt, gate_row * hidden, hidden, gate.data());
     row_to_floats(w.data, wt, up_row * hidden, hidden, up.data());
     // g and u rounded as a gemm's output would be; silu(g) * u in fp32, rounded once.
-    const float g = quantize(dt, static_cast<float>(row_dot(gate.data(), xf.data(), hidden, scale,
-                                                            gate_row, hidden, 0)));
-    const float u = quantize(dt, static_cast<float>(row_dot(up.data(), xf.data(), hidden, scale,
-                                                            up_row, hidden, 0)));
+    const float g = quantize(dt, static_cast<float>(row_dot(gate.data(), x, hidden, scale, gate_row,
+                                                            hidden, 0, x_block_scales)));
+    const float u = quantize(dt, static_cast<float>(row_dot(up.data(), x, hidden, scale, up_row,
+                                                            hidden, 0, x_block_scales)));
     return quantize(dt, g / (1.0f + std::exp(-g)) * u);
   };
+  // Workspace row p's h, and a routed row's block scales when quantized.
+  auto h_row = [&](int64_t p) { return ws + p * inter; };
+  auto h_scale = [&](int64_t p) { return quantized ? h_scales.data() + p * (inter / B) : nullptr; };
 
   for (int64_t t = 0; t < tokens; ++t) {
     // Every h of this token first: out may be x, and x[t] is not needed once they exist.
     row_to_floats(x.data, dt, t * x.row_stride(), hidden, xf.data());
+    xq = xf;
+    if (quantized) quantize_blocks(xq.data(), hidden, x_scales.data());
+    const float* xq_scales = quantized ? x_scales.data() : nullptr;
     for (int64_t j = 0; j < k; ++j) {
       const int64_t e = topk_ids.ptr<int32_t>()[t * k + j];
       if (e < 0) continue;  // kMoeNotLocal: another rank's expert adds nothing
-      float* h = ws + (t * k + j) * inter;
+      float* h = h_row(t * k + j);
       for (int64_t i = 0; i < inter; ++i)
-        h[i] = swiglu_row(gate_up, gate_up_scale, e * 2 * inter + i, e * 2 * inter + inter + i);
+        h[i] = swiglu_row(gate_up, gate_up_scale, e * 2 * inter + i, e * 2 * inter + inter + i,
+                          xq.data(), xq_scales);
+      if (quantized) quantize_blocks(h, inter, h_scale(t * k + j));
     }
     for (int64_t j = 0; j < shared; ++j) {
-      float* h = ws + (tokens * k + t * shared + j) * inter;
+      float* h = h_row(tokens * k + t * shared + j);
       for (int64_t i = 0; i < inter; ++i)
-        h[i] = swiglu_row(sgu, extras.shared_gate_up.scale, j * inter + i, width + j * inter + i);
+        h[i] = swiglu_row(sgu, extras.shared_gate_up.scale, j * inter + i, width + j * inter + i,
+                          xf.data(), nullptr);
     }
     for (int64_t n = 0; n < hidden; ++n) {
       double acc = 0;
@@ -167,8 +198,8 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
         const int64_t e = topk_ids.ptr<int32_t>()[t * k + j];
         if (e < 0) continue;
         row_to_floats(down.data, wt, (e * hidden + n) * inter, inter, row.data());
-        const double y = row_dot(row.data(), ws + (t * k + j) * inter, inter, down_scale,
-                                 e * hidden + n, inter, 0);
+        const double y = row_dot(row.data(), h_row(t * k + j), inter, down_scale, e * hidden + n,
+                                 inter, 0, h_scale(t * k + j));
         acc += static_cast<double>(topk_weights.ptr<float>()[t * k + j]) * y;
       }
       float moe = static_cast<float>(acc);
@@ -176,8 +207,8 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
         double sh = 0;
         for (int64_t j = 0; j < shared; ++j) {
           row_to_floats(sdn.data, wt, n * width + j * inter, inter, row.data());
-          sh += row_dot(row.data(), ws + (tokens * k + t * shared + j) * inter, inter,
-                        extras.shared_down.scale, n, width, j * inter);
+          sh += row_dot(row.data(), h_row(tokens * k + t * shared + j), inter,
+                        extras.shared_down.scale, n, width, j * inter, nullptr);
         }
         moe = quantize(dt, quantize(dt, moe) + quantize(dt, static_cast<float>(sh)));
       }

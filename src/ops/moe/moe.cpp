@@ -138,6 +138,11 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
     check::defined(op, "down_scale", down_scale);
   } else {
     check::dtype_eq(op, "gate_up", gate_up, x.dtype);
+    if (extras.quantize_activations)
+      check::fail(ErrorKind::invalid_argument, op, "quantize_activations",
+                  "fp8 weights (the activations of " + std::string(dtype_name(x.dtype)) +
+                      " weights are never quantized)",
+                  "true");
     if (gate_up_scale.data || down_scale.data)
       check::fail(ErrorKind::invalid_argument, op, gate_up_scale.data ? "gate_up_scale" : "down_scale",
                   "no scales for " + std::string(dtype_name(x.dtype)) + " weights",

@@ -269,13 +269,16 @@ INSTANTIATE_TEST_SUITE_P(
         SharedCase{f32, 17, 8, 4, 36, 20, 3}),
     [](const auto& info) { return shared_case_name(info.param); });
 
-// fp8 routed and shared experts on CUDA against the CPU reference.
+// fp8 routed and shared experts on CUDA against the CPU reference, with exact and with quantized
+// activations.
 TEST(MoeExpertsSharedCuda, Fp8MatchesReference) {
   BRAID_REQUIRE_CUDA();
+  for (bool quantized : {false, true})
   for (int64_t tokens : {1, 5, 16}) {
     const int64_t experts = 16, k = 4, hidden = 512, inter = 256, shared = 2, width = shared * inter;
     const uint64_t seed = fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed) + " tokens " + std::to_string(tokens));
+    SCOPED_TRACE("seed " + std::to_string(seed) + " tokens " + std::to_string(tokens) +
+                 (quantized ? " quantized" : " exact"));
     const fp8::Fp8Tensor gu = fp8::weights(experts, 2 * inter, hidden, seed);
     const fp8::Fp8Tensor dn = fp8::weights(experts, hidden, inter, seed + 1);
     const fp8::Fp8Tensor sgu = fp8::weights(1, 2 * width, hidden, seed + 2);
@@ -291,6 +294,7 @@ TEST(MoeExpertsSharedCuda, Fp8MatchesReference) {
       extras.shared_gate_up = {sg.view().reshape({2 * width, hidden}), sgs.view().reshape({2 * width / 128, hidden / 128})};
       extras.shared_down = {sn.view().reshape({hidden, width}), sns.view().reshape({hidden / 128, width / 128})};
       extras.residual = res;
+      extras.quantize_activations = quantized;
       ops::moe_experts(x, w, ids, g, n, ws, res, gs, ns, extras);
       return to_floats(res);
     };

@@ -41,28 +41,6 @@ struct RowArgs {
   bool vec;  // 16-byte loads of x and 8-byte stores of q
 };
 
-// The largest |x| of eight elements of T packed in a 16-byte word, and amax.
-template <typename T>
-__device__ __forceinline__ float amax8(uint4 v, float amax) {
-  const T* e = reinterpret_cast<const T*>(&v);
-#pragma unroll
-  for (int i = 0; i < kVec; ++i) amax = fmaxf(amax, fabsf(to_float(e[i])));
-  return amax;
-}
-
-// The e4m3 codes of eight elements of T divided by s, as an 8-byte word.
-template <typename T>
-__device__ __forceinline__ uint2 codes8(uint4 v, float s) {
-  const T* e = reinterpret_cast<const T*>(&v);
-  uint32_t lo = 0, hi = 0;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    lo |= uint32_t{fp8::to_e4m3(__fdiv_rn(to_float(e[i]), s))} << (8 * i);
-    hi |= uint32_t{fp8::to_e4m3(__fdiv_rn(to_float(e[i + 4]), s))} << (8 * i);
-  }
-  return make_uint2(lo, hi);
-}
-
 template <typename T>
 __global__ void __launch_bounds__(kThreads) quantize_rows_kernel(RowArgs a) {
   __shared__ float scratch[32];
@@ -72,14 +50,14 @@ __global__ void __launch_bounds__(kThreads) quantize_rows_kernel(RowArgs a) {
     float amax = 0.0f;
     if (a.vec) {
       for (int c = threadIdx.x * kVec; c < a.k; c += kThreads * kVec)
-        amax = amax8<T>(*reinterpret_cast<const uint4*>(x + c), amax);
+        amax = fp8::amax8<T>(*reinterpret_cast<const uint4*>(x + c), amax);
     } else {
       for (int c = threadIdx.x; c < a.k; c += kThreads) amax = fmaxf(amax, fabsf(to_float(x[c])));
     }
     const float s = fp8::block_scale(block_max(amax, scratch));
     if (a.vec) {
       for (int c = threadIdx.x * kVec; c < a.k; c += kThreads * kVec)
-        *reinterpret_cast<uint2*>(q + c) = codes8<T>(*reinterpret_cast<const uint4*>(x + c), s);
+        *reinterpret_cast<uint2*>(q + c) = fp8::codes8<T>(*reinterpret_cast<const uint4*>(x + c), s);
     } else {
       for (int c = threadIdx.x; c < a.k; c += kThreads) q[c] = fp8::to_e4m3(__fdiv_rn(to_float(x[c]), s));
     }
@@ -108,12 +86,12 @@ __global__ void __launch_bounds__(kMaxThreadsOneTrip) quantize_rows_one_trip_ker
     }
     float amax = 0.0f;
 #pragma unroll
-    for (int j = 0; j < kPieces; ++j) amax = amax8<T>(v[j], amax);
+    for (int j = 0; j < kPieces; ++j) amax = fp8::amax8<T>(v[j], amax);
     const float s = fp8::block_scale(block_max(amax, scratch));
 #pragma unroll
     for (int j = 0; j < kPieces; ++j) {
       const int p = static_cast<int>(threadIdx.x) + j * static_cast<int>(blockDim.x);
-      if (p < pieces) *reinterpret_cast<uint2*>(q + p * kVec) = codes8<T>(v[j], s);
+      if (p < pieces) *reinterpret_cast<uint2*>(q + p * kVec) = fp8::codes8<T>(v[j], s);
     }
     if (threadIdx.x == 0) a.scale[r] = s;
   }

@@ -65,6 +65,21 @@
 // slices of H (gate_up) and I (down) are whole 128-column blocks; each block's sums are scaled
 // once (warp_tile_fp8). The activations are not quantized: products are exact, sums fp32.
 //
+// Quantized activations (ExpertArgs::quantized, the op's quantize_activations; routed experts
+// only, the shared ones stay exact as the op's contract says): the weights go to
+// the fp8 tensor cores as loaded (mma.m16n8k32.e4m3), so the four conversions per 16 weights and
+// row above, which set the exact tile's time (docs/perf/fp8.md: its instruction stream, not DRAM,
+// is the limit), are gone. The activations are quantized instead, per 128 columns as
+// moe_fp8_quantize does, by the warp that uses them: its slices are whole 128-column blocks, so a
+// block's amax is the warp's own, and no other warp or block has to agree on it. Per group of 4
+// steps (256 columns) the warp first issues its weight loads, then quantizes those columns of its
+// tokens into a stage of shared memory (one token's 256 columns per pass of 32 lanes, 8 columns a
+// lane: a 128-column block is 16 lanes, its amax 4 shuffles away), then runs the mmas from it.
+// At one token that is 8 divisions a lane per group, against 64 weights converted a lane per
+// step; each of the gate_up blocks requantizes x (cheap next to its 32 KB of weights), and each
+// down block every h it uses. Measured on an H100 it is not faster (docs/perf/fp8.md: both
+// kernels wait on their loads' latency, not on issue slots), so the engine leaves it off.
+//
 // Large T stays correct but is not what this is for: gate_up re-reads an expert's tile once per
 // 8 or 16 of its tokens, and down re-reads its rows once per 256-pair batch (batches of the same
 // rows run side by side, so mostly from L2). The grouped-GEMM path is the one for prefill.
@@ -78,6 +93,7 @@
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/gemv/gemv_device.cuh"
+#include "ops/cuda/moe/fp8_codes.cuh"
 #include "ops/cuda/pdl.cuh"
 
 namespace braid::cuda {
@@ -101,6 +117,12 @@ constexpr int kDownMaxPartials = 512;  // ksplit x batch pairs (16 floats each i
 constexpr int kFp8Block = 128;
 constexpr int kFp8StepCols = 64;
 constexpr int kFp8StepsPerBlock = kFp8Block / kFp8StepCols;
+// Quantized activations: a warp's stage holds one group's codes, [8 * NT tokens][kStageRow] (the
+// group's 256 columns, then 64 bytes so that rows g and g + 1 fall in other banks), then the
+// group's scales [2 blocks][16 tokens].
+constexpr int kGroupCols = kUnroll * kFp8StepCols;
+constexpr int kStageRow = kGroupCols + 64;
+constexpr int stage_bytes(int nt) { return 8 * nt * kStageRow + 2 * kMaxTilePairs * 4; }
 // Launch-overlap choices, in one place so that they can be compared on the GPU (see the
 // header): each kernel launched as a programmatic dependent of the kernel before it. (The down
 // kernel's L2 prefetch of its rows is a run-time switch, ExpertArgs::prefetch_down, so that one
@@ -138,6 +160,10 @@ struct ExpertArgs {
   int batch_tokens;   // down: tokens per block
   int ksplit;         // down: slices of I per expert
   bool prefetch_down; // the down rows' L2 prefetch before gate_up ends: BRAID_MOE_DOWN_PREFETCH=1
+  // fp8 weights: the activations quantized (the header); each warp then has a stage of
+  // stage_bytes(NT) at the start of the dynamic shared memory (0 when not quantized).
+  bool quantized;
+  int stage_bytes;
 };
 
 // The h rows in the workspace, as T: gate_up rounds h to T anyway, and the down kernel feeds T to
@@ -439,6 +465,88 @@ __device__ __forceinline__ void warp_tile_fp8(const uint8_t* a_lo, bool lo_ok, c
   }
 }
 
+// The same tile with quantized activations (the header): the weights as loaded, on the fp8
+// tensor cores. Lane (g, t) loads 16 bytes of rows g and g + 8 at c = 64 s + 16 t as
+// warp_tile_fp8 does; the A fragment of each m16n8k32 is 4 of those bytes per register (row g:
+// x and y, then z and w; row g + 8 likewise), and the B fragment the same 16 columns of token g's
+// codes from the stage, so both operands share the lane's column order. Each 128-column block's
+// sums close with c += (w scale * token's scale) * part.
+template <typename T, int NT, bool kVec>
+__device__ __forceinline__ void warp_tile_e4m3(const uint8_t* a_lo, bool lo_ok, const uint8_t* a_hi,
+                                               bool hi_ok, const float* s_lo, const float* s_hi,
+                                               const T* const* b_rows, int nb, int k0, int k1,
+                                               uint64_t policy, uint8_t* stage, float (&c)[NT][4]) {
+  constexpr int U = kUnroll, kBlocks = U / kFp8StepsPerBlock;
+  static_assert(U * kFp8StepCols == kGroupCols && kBlocks == 2, "a group is two scale blocks");
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  float* stage_scale = reinterpret_cast<float*>(stage + 8 * NT * kStageRow);  // [block][token]
+  bool b_ok[NT];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) b_ok[nt] = g + 8 * nt < nb;
+  for (int base = k0; base < k1; base += kGroupCols) {
+    uint4 wl[U], wh[U];
+    float sl[kBlocks], sh[kBlocks];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int step = base + u * kFp8StepCols;
+      const bool in = step < k1;
+      wl[u] = load16_fp8<kVec>(a_lo, step + t * 16, in && lo_ok, policy);
+      wh[u] = load16_fp8<kVec>(a_hi, step + t * 16, in && hi_ok, policy);
+      if (u % kFp8StepsPerBlock == 0) {
+        sl[u / kFp8StepsPerBlock] = in ? __ldg(s_lo + step / kFp8Block) : 0.0f;
+        sh[u / kFp8StepsPerBlock] = in ? __ldg(s_hi + step / kFp8Block) : 0.0f;
+      }
+    }
+    // The group's columns of each token, quantized into the stage while the weights are on their
+    // way: token n's pass, lane l's 8 columns [base + 8 l, + 8); lanes 16 b .. 16 b + 15 are
+    // scale block b (zeros and scale 1 past k1).
+    const int col = base + 8 * lane;
+    const bool col_in = col < k1;
+#pragma unroll
+    for (int n = 0; n < 8 * NT; ++n) {
+      if (n < nb) {  // warp-uniform
+        const uint4 v = load8<T, kVec, false>(b_rows[n], col, k1, col_in, policy);
+        float amax = fp8::amax8<T>(v, 0.0f);
+#pragma unroll
+        for (int o = 8; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(kFull, amax, o));
+        const float scale = fp8::block_scale(amax);
+        *reinterpret_cast<uint2*>(stage + n * kStageRow + 8 * lane) = fp8::codes8<T>(v, scale);
+        if ((lane & 15) == 0) stage_scale[(lane >> 4) * kMaxTilePairs + n] = scale;
+      }
+    }
+    __syncwarp();
+#pragma unroll
+    for (int blk = 0; blk < kBlocks; ++blk) {
+      if (base + blk * kFp8Block >= k1) break;  // warp-uniform: a slice's last, single block
+      float part[NT][4] = {};
+#pragma unroll
+      for (int v = 0; v < kFp8StepsPerBlock; ++v) {
+        const int u = blk * kFp8StepsPerBlock + v;
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          const uint4 xb = b_ok[nt] ? *reinterpret_cast<const uint4*>(
+                                          stage + (g + 8 * nt) * kStageRow + u * kFp8StepCols + 16 * t)
+                                    : make_uint4(0u, 0u, 0u, 0u);
+          gemv_device::mma_e4m3(part[nt], wl[u].x, wh[u].x, wl[u].y, wh[u].y, xb.x, xb.y);
+          gemv_device::mma_e4m3(part[nt], wl[u].z, wh[u].z, wl[u].w, wh[u].w, xb.z, xb.w);
+        }
+      }
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        // The two tokens of this lane's accumulator columns (0 past nb: never stored).
+        const int n0 = 8 * nt + 2 * t, n1 = n0 + 1;
+        const float a0 = n0 < nb ? stage_scale[blk * kMaxTilePairs + n0] : 0.0f;
+        const float a1 = n1 < nb ? stage_scale[blk * kMaxTilePairs + n1] : 0.0f;
+        c[nt][0] = fmaf(sl[blk] * a0, part[nt][0], c[nt][0]);
+        c[nt][1] = fmaf(sl[blk] * a1, part[nt][1], c[nt][1]);
+        c[nt][2] = fmaf(sh[blk] * a0, part[nt][2], c[nt][2]);
+        c[nt][3] = fmaf(sh[blk] * a1, part[nt][3], c[nt][3]);
+      }
+    }
+    __syncwarp();  // the stage is rewritten by the next group
+  }
+}
+
 // ---- expert bitmaps --------------------------------------------------------------------------
 
 // Sets bit e of `bitmap` for each valid id among ids[0, n) (the block's threads in parallel).
@@ -598,7 +706,9 @@ __global__ void __launch_bounds__(kGateUpWarps * 32, std::is_same_v<T, float> ? 
     moe_gate_up_kernel(const ExpertArgs a) {
   constexpr int kChunk = 8 * NT;
   using W = std::conditional_t<kFp8, uint8_t, T>;  // a weight element
-  extern __shared__ uint32_t bitmap[];  // a.bitmap_words
+  // The warps' stages (quantized activations), then the bitmap (a.bitmap_words).
+  extern __shared__ __align__(16) uint8_t dyn[];
+  uint32_t* bitmap = reinterpret_cast<uint32_t*>(dyn + kGateUpWarps * a.stage_bytes);
   __shared__ float partial[kGateUpWarps][kMaxTilePairs][kTileRows];
   __shared__ int pair_list[kGateUpListCap];
   __shared__ const T* x_rows[kMaxTilePairs];
@@ -608,6 +718,7 @@ __global__ void __launch_bounds__(kGateUpWarps * 32, std::is_same_v<T, float> ? 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
   const int64_t pairs = a.tokens * a.k;
   const int chunks = (a.inter + kGateUpRows - 1) / kGateUpRows;
+  uint8_t* stage = dyn + warp * a.stage_bytes;
 
   for (int w = tid; w < a.bitmap_words; w += blockDim.x) bitmap[w] = 0u;
   // Items: the shared experts' (chunk-major: item = chunk * shared + j) first, then the routed
@@ -695,10 +806,14 @@ __global__ void __launch_bounds__(kGateUpWarps * 32, std::is_same_v<T, float> ? 
           x_rows[tid] = static_cast<const T*>(a.x) + token_of_pair(a, pair_list[first + tid]) * a.x_stride;
         __syncthreads();
         float c[NT][4] = {};
-        if constexpr (kFp8)
-          warp_tile_fp8<T, NT, kVec>(gate_row, row_ok, up_row, row_ok, gate_scale, up_scale,
-                                        x_rows, nb, k0, k1, policy, c);
-        else
+        if constexpr (kFp8) {
+          if (a.quantized && !shared)
+            warp_tile_e4m3<T, NT, kVec>(gate_row, row_ok, up_row, row_ok, gate_scale, up_scale,
+                                        x_rows, nb, k0, k1, policy, stage, c);
+          else
+            warp_tile_fp8<T, NT, kVec>(gate_row, row_ok, up_row, row_ok, gate_scale, up_scale,
+                                       x_rows, nb, k0, k1, policy, c);
+        } else
           warp_tile<T, NT, kVec>(gate_row, row_ok, up_row, row_ok, x_rows, nb, k0, k1, policy, c);
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
@@ -744,17 +859,19 @@ template <typename T, int NT, bool kVec, bool kFp8>
 __global__ void __launch_bounds__(kDownWarps * 32, 1) moe_down_kernel(const ExpertArgs a) {
   constexpr int kChunk = 8 * NT;
   using W = std::conditional_t<kFp8, uint8_t, T>;  // a weight element
-  extern __shared__ uint32_t dyn[];  // bitmap (a.bitmap_words), then y partial sums
-  uint32_t* bitmap = dyn;
+  // The warps' stages (quantized activations), the bitmap (a.bitmap_words), the y partial sums.
+  extern __shared__ __align__(16) uint8_t dyn[];
+  uint32_t* bitmap = reinterpret_cast<uint32_t*>(dyn + kDownWarps * a.stage_bytes);
   // y of batch pair q, I slice s, row r (of the block's 16) at partial[(s * all + q) * 16 + r]:
   // q < pairs the routed pair q (token q / k), then pairs + t * shared + j the shared ones.
-  float* partial = reinterpret_cast<float*>(dyn + a.bitmap_words);
+  float* partial = reinterpret_cast<float*>(bitmap + a.bitmap_words);
   __shared__ int expert_list[kDownBatchPairs];
   __shared__ int16_t warp_pairs[kDownWarps][kDownBatchPairs];
   __shared__ const T* h_rows[kDownWarps][kMaxTilePairs];
   __shared__ int s_used;
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+  uint8_t* stage = dyn + warp * a.stage_bytes;
   const int64_t batches = (a.tokens + a.batch_tokens - 1) / a.batch_tokens;
   const int row_blocks = (a.hidden + kTileRows - 1) / kTileRows;
   // Slices of I: whole 32-column steps (fp8: whole 128-column scale blocks).
@@ -842,10 +959,14 @@ __global__ void __launch_bounds__(kDownWarps * 32, 1) moe_down_kernel(const Expe
           }
           __syncwarp();
           float c[NT][4] = {};
-          if constexpr (kFp8)
-            warp_tile_fp8<T, NT, kVec>(lo_row, g < rows, hi_row, g + 8 < rows, row_scale,
-                                              row_scale, h_rows[warp], nb, k0, k1, policy, c);
-          else
+          if constexpr (kFp8) {
+            if (a.quantized && e < a.experts)
+              warp_tile_e4m3<T, NT, kVec>(lo_row, g < rows, hi_row, g + 8 < rows, row_scale,
+                                          row_scale, h_rows[warp], nb, k0, k1, policy, stage, c);
+            else
+              warp_tile_fp8<T, NT, kVec>(lo_row, g < rows, hi_row, g + 8 < rows, row_scale,
+                                         row_scale, h_rows[warp], nb, k0, k1, policy, c);
+          } else
             warp_tile<T, NT, kVec>(lo_row, g < rows, hi_row, g + 8 < rows, h_rows[warp], nb,
                                           k0, k1, policy, c);
 #pragma unroll
@@ -918,7 +1039,7 @@ void launch(const ExpertArgs& a, cudaStream_t s) {
   const int chunks = (a.inter + kGateUpRows - 1) / kGateUpRows;
   const int64_t items = static_cast<int64_t>(chunks) * (a.shared + a.gate_up_slots);
   const unsigned grid1 = static_cast<unsigned>(items < INT_MAX ? items : INT_MAX);
-  const size_t smem1 = static_cast<size_t>(a.bitmap_words) * 4;
+  const size_t smem1 = static_cast<size_t>(kGateUpWarps) * a.stage_bytes + static_cast<size_t>(a.bitmap_words) * 4;
   launch_kernel(moe_gate_up_kernel<T, NT, kVecH, kFp8>, dim3(grid1), kGateUpWarps * 32, smem1, s,
                 kProgrammaticGateUp, a);
 
@@ -928,7 +1049,7 @@ void launch(const ExpertArgs& a, cudaStream_t s) {
                    static_cast<unsigned>(row_blocks < 65535 ? row_blocks : 65535));
   const int max_pairs =
       static_cast<int>(a.tokens < a.batch_tokens ? a.tokens : a.batch_tokens) * (a.k + a.shared);
-  const size_t smem2 = static_cast<size_t>(a.bitmap_words) * 4 +
+  const size_t smem2 = static_cast<size_t>(kDownWarps) * a.stage_bytes + static_cast<size_t>(a.bitmap_words) * 4 +
                        static_cast<size_t>(a.ksplit) * max_pairs * kTileRows * sizeof(float);
   launch_kernel(moe_down_kernel<T, NT, kVecI, kFp8>, grid2, kDownWarps * 32, smem2, s,
                 kProgrammaticDown, a);
@@ -996,6 +1117,8 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
                      (!a.shared || aligned16(a.shared_down));
   // Tokens per tile: 8 covers every expert's tokens when T <= 8 (ids distinct per token).
   const bool two_tiles = a.tokens > 8;
+  a.quantized = fp8 && extras.quantize_activations;
+  a.stage_bytes = a.quantized ? stage_bytes(two_tiles ? 2 : 1) : 0;
   auto s = static_cast<cudaStream_t>(stream.handle);
   dispatch_float_type(x.dtype, [&](auto tag) {
     using T = decltype(tag);
