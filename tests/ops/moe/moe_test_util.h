@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <numeric>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "test_util.h"
@@ -23,6 +25,23 @@ inline void distinct_routing(const Tensor& ids, int64_t experts, uint64_t seed) 
     std::shuffle(all.begin(), all.end(), rng);
     std::copy_n(all.begin(), k, ids.ptr<int32_t>() + t * k);
   }
+}
+
+// Uniform weights in [-scale, scale] of `shape`, from `seed`; but a tensor of more than 2^24
+// elements is made once per dtype and shape, from a seed of its own, and copied: the
+// Qwen3-30B-A3B-sized experts (1.2 G elements) take half a minute to make on the GPU machine's
+// CPU, and a dozen GPU tests use them. The test's seed still draws the activations and routing.
+inline OwnedTensor expert_weights(DType dtype, const std::vector<int64_t>& shape, uint64_t seed, float scale) {
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  if (numel <= (int64_t{1} << 24)) return random_host(dtype, shape, seed, -scale, scale);
+  static std::map<std::pair<DType, std::vector<int64_t>>, OwnedTensor> made;
+  auto it = made.find({dtype, shape});
+  if (it == made.end()) {
+    const uint64_t own_seed = static_cast<uint64_t>(numel) * 31 + shape[1];
+    it = made.emplace(std::make_pair(dtype, shape), random_host(dtype, shape, own_seed, -scale, scale)).first;
+  }
+  return to_device(it->second.view(), Device::cpu());
 }
 
 // Element by element: |got - ref| <= 3 tol (|ref| + rms(ref)), which a wrong row, expert,

@@ -187,8 +187,8 @@ ExpertProblem make_experts(DType dtype, int64_t tokens, int64_t experts, int64_t
   ExpertProblem p{random_host(dtype, {tokens, hidden}, seed),
                   random_host(DType::f32, {tokens, k}, seed + 1, 0.05f, 1.0f),
                   OwnedTensor(DType::i32, {tokens, k}, Device::cpu()),
-                  random_host(dtype, {experts, 2 * inter, hidden}, seed + 2, -gate_scale, gate_scale),
-                  random_host(dtype, {experts, hidden, inter}, seed + 3, -down_scale, down_scale)};
+                  moe::expert_weights(dtype, {experts, 2 * inter, hidden}, seed + 2, gate_scale),
+                  moe::expert_weights(dtype, {experts, hidden, inter}, seed + 3, down_scale)};
   moe::distinct_routing(p.ids.view(), experts, seed + 4);
   return p;
 }

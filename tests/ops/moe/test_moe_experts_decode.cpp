@@ -52,8 +52,8 @@ Problem make_problem(DType dtype, int64_t tokens, int64_t experts, int64_t k, in
   Problem p{random_host(dtype, {tokens, hidden}, seed),
             random_host(DType::f32, {tokens, k}, seed + 1, 0.05f, 1.0f),
             OwnedTensor(DType::i32, {tokens, k}, Device::cpu()),
-            random_host(dtype, {experts, 2 * inter, hidden}, seed + 2, -gate_scale, gate_scale),
-            random_host(dtype, {experts, hidden, inter}, seed + 3, -down_scale, down_scale)};
+            moe::expert_weights(dtype, {experts, 2 * inter, hidden}, seed + 2, gate_scale),
+            moe::expert_weights(dtype, {experts, hidden, inter}, seed + 3, down_scale)};
   std::mt19937_64 rng(seed + 4);
   int32_t* ids = p.ids.view().ptr<int32_t>();
   std::vector<int32_t> all(static_cast<size_t>(experts));
