@@ -390,6 +390,28 @@ __device__ __forceinline__ void warp_tile(const T* a_lo, bool lo_ok, const T* a_
     warp_tile_mma<T, NT, kVec>(a_lo, lo_ok, a_hi, hi_ok, b_rows, nb, k0, k1, policy, c);
 }
 
+// One group of U fp8 steps of a warp tile's two rows (lane t's 16 bytes of rows g and g + 8 at
+// 64 s + 16 t, zeros past k1 or for a missing row) and their 128-column blocks' scales (0 past k1).
+template <int U, bool kVec>
+__device__ __forceinline__ void load_fp8_group(const uint8_t* a_lo, bool lo_ok, const uint8_t* a_hi,
+                                               bool hi_ok, const float* s_lo, const float* s_hi,
+                                               int base, int k1, uint64_t policy, uint4 (&wl)[U],
+                                               uint4 (&wh)[U], float (&sl)[U / kFp8StepsPerBlock],
+                                               float (&sh)[U / kFp8StepsPerBlock]) {
+  const int t = threadIdx.x & 3;
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int step = base + u * kFp8StepCols;
+    const bool in = step < k1;
+    wl[u] = load16_fp8<kVec>(a_lo, step + t * 16, in && lo_ok, policy);
+    wh[u] = load16_fp8<kVec>(a_hi, step + t * 16, in && hi_ok, policy);
+    if (u % kFp8StepsPerBlock == 0) {
+      sl[u / kFp8StepsPerBlock] = in ? __ldg(s_lo + step / kFp8Block) : 0.0f;
+      sh[u / kFp8StepsPerBlock] = in ? __ldg(s_hi + step / kFp8Block) : 0.0f;
+    }
+  }
+}
+
 // The same tile with fp8 weights (gemv_fused.cu's fp8 arithmetic). A step is 64 columns: lane
 // (g, t) loads 16 bytes (16 weights) of rows g and g + 8 at c = 64 s + 16 t, the same bytes per
 // load as the 16-bit tile; each 8-column half h becomes the 8 exact values of T that a 16-bit load
@@ -421,17 +443,7 @@ __device__ __forceinline__ void warp_tile_fp8(const uint8_t* a_lo, bool lo_ok, c
     // The weight loads and the blocks' scales first; the activations step by step.
     uint4 wl[U], wh[U];
     float sl[kBlocks], sh[kBlocks];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int step = base + u * kFp8StepCols;
-      const bool in = step < k1;
-      wl[u] = load16_fp8<kVec>(a_lo, step + t * 16, in && lo_ok, policy);
-      wh[u] = load16_fp8<kVec>(a_hi, step + t * 16, in && hi_ok, policy);
-      if (u % kFp8StepsPerBlock == 0) {
-        sl[u / kFp8StepsPerBlock] = in ? __ldg(s_lo + step / kFp8Block) : 0.0f;
-        sh[u / kFp8StepsPerBlock] = in ? __ldg(s_hi + step / kFp8Block) : 0.0f;
-      }
-    }
+    load_fp8_group<U, kVec>(a_lo, lo_ok, a_hi, hi_ok, s_lo, s_hi, base, k1, policy, wl, wh, sl, sh);
 #pragma unroll
     for (int blk = 0; blk < kBlocks; ++blk) {
       float part[NT][4] = {};
@@ -486,17 +498,7 @@ __device__ __forceinline__ void warp_tile_e4m3(const uint8_t* a_lo, bool lo_ok, 
   for (int base = k0; base < k1; base += kGroupCols) {
     uint4 wl[U], wh[U];
     float sl[kBlocks], sh[kBlocks];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int step = base + u * kFp8StepCols;
-      const bool in = step < k1;
-      wl[u] = load16_fp8<kVec>(a_lo, step + t * 16, in && lo_ok, policy);
-      wh[u] = load16_fp8<kVec>(a_hi, step + t * 16, in && hi_ok, policy);
-      if (u % kFp8StepsPerBlock == 0) {
-        sl[u / kFp8StepsPerBlock] = in ? __ldg(s_lo + step / kFp8Block) : 0.0f;
-        sh[u / kFp8StepsPerBlock] = in ? __ldg(s_hi + step / kFp8Block) : 0.0f;
-      }
-    }
+    load_fp8_group<U, kVec>(a_lo, lo_ok, a_hi, hi_ok, s_lo, s_hi, base, k1, policy, wl, wh, sl, sh);
     // The group's columns of each token, quantized into the stage while the weights are on their
     // way: token n's pass, lane l's 8 columns [base + 8 l, + 8); lanes 16 b .. 16 b + 15 are
     // scale block b (zeros and scale 1 past k1).
