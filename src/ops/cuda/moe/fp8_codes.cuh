@@ -1,5 +1,6 @@
 // fp8 e4m3 on the device, as moe_fp8_quantize defines the block scaling (ops.h); shared by its
-// kernel and the FP8 grouped GEMM's quantizing epilogues, so that they agree bit for bit.
+// kernel, the FP8 grouped GEMM's quantizing epilogues, the per-row quantizer (fp8_quantize_rows.cu)
+// and moe_experts' quantized tile, so that they agree bit for bit.
 #pragma once
 
 #include <cuda_bf16.h>
