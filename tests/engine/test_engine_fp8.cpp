@@ -131,10 +131,16 @@ TEST(Fp8CheckpointWide, Cuda512WideMatchesTheCpuInBf16) {
       bf16.dtype = DType::bf16;
       engine::EngineOptions o;
       o.device = Device::cuda();
+      // The prompt (prefill at head_dim 64), then decode steps after it; and decode steps alone
+      // from an empty cache, so that a failure of the first two and not the third points at the
+      // prompt path.
       engine::Engine gpu(dir.path(), o), cpu(dir.path(), bf16);
       const auto prompt = prompt_of(40, 5);
       EXPECT_LE(rel_error(gpu.step(prompt, true), cpu.step(prompt, true)), dequantized ? 3e-2 : 6e-2);
-      for (int32_t t : prompt_of(6, 9)) EXPECT_LE(rel_error(gpu.step({t}), cpu.step({t})), 3e-2);
+      for (int32_t t : prompt_of(6, 9)) EXPECT_LE(rel_error(gpu.step({t}), cpu.step({t})), 3e-2) << "after the prompt";
+      engine::Engine gpu_decode(dir.path(), o), cpu_decode(dir.path(), bf16);
+      for (int32_t t : prompt_of(6, 9))
+        EXPECT_LE(rel_error(gpu_decode.step({t}), cpu_decode.step({t})), 3e-2) << "decode alone";
     }
 }
 
