@@ -174,16 +174,22 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
   for (int64_t t = 0; t < tokens; ++t) {
     // Every h of this token first: out may be x, and x[t] is not needed once they exist.
     row_to_floats(x.data, dt, t * x.row_stride(), hidden, xf.data());
-    xq = xf;
-    if (quantized) quantize_blocks(xq.data(), hidden, x_scales.data());
-    const float* xq_scales = quantized ? x_scales.data() : nullptr;
+    // The routed experts' input: x[t] itself, or its quantized values.
+    const float* x_routed = xf.data();
+    const float* x_routed_scales = nullptr;
+    if (quantized) {
+      xq = xf;
+      quantize_blocks(xq.data(), hidden, x_scales.data());
+      x_routed = xq.data();
+      x_routed_scales = x_scales.data();
+    }
     for (int64_t j = 0; j < k; ++j) {
       const int64_t e = topk_ids.ptr<int32_t>()[t * k + j];
       if (e < 0) continue;  // kMoeNotLocal: another rank's expert adds nothing
       float* h = h_row(t * k + j);
       for (int64_t i = 0; i < inter; ++i)
         h[i] = swiglu_row(gate_up, gate_up_scale, e * 2 * inter + i, e * 2 * inter + inter + i,
-                          xq.data(), xq_scales);
+                          x_routed, x_routed_scales);
       if (quantized) quantize_blocks(h, inter, h_scale(t * k + j));
     }
     for (int64_t j = 0; j < shared; ++j) {

@@ -75,18 +75,12 @@ __device__ void quantize_activations(const FusedArgs& p, const float* inv_rms, u
       if constexpr (P == Prologue::rms_norm) v.u = rms_transform<T>(v.u, __ldg(norm_w + c), inv_rms[row]);
       if constexpr (P == Prologue::swiglu) v.u = swiglu_transform<T>(v.u, __ldg(xr + chunks_per_row + c));
     }
-    float amax = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(to_float(v.v[i])));
+    float amax = fp8::amax8<T>(v.u, 0.0f);
 #pragma unroll
     for (int o = 8; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
     if (!live) continue;
     const float s = fp8::block_scale(amax);
-    uint32_t packed[2] = {0, 0};
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-      packed[i / 4] |= uint32_t{fp8::to_e4m3(__fdiv_rn(to_float(v.v[i]), s))} << (8 * (i % 4));
-    *reinterpret_cast<uint2*>(codes + row * stride + c * 8) = make_uint2(packed[0], packed[1]);
+    *reinterpret_cast<uint2*>(codes + row * stride + c * 8) = fp8::codes8<T>(v.u, s);
     if (c % 16 == 0) scales[(c / 16) * kScaleRows + row] = s;
   }
 }

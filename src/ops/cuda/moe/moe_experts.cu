@@ -160,10 +160,15 @@ struct ExpertArgs {
   int ksplit;         // down: slices of I per expert
   bool prefetch_down; // the down rows' L2 prefetch before gate_up ends: BRAID_MOE_DOWN_PREFETCH=1
   // fp8 weights: the activations quantized (the header); each warp then has a stage of
-  // stage_bytes(NT) at the start of the dynamic shared memory (0 when not quantized).
+  // stage_bytes(NT) at the start of the dynamic shared memory (warp_stage_bytes).
   bool quantized;
-  int stage_bytes;
 };
+
+// A warp's stage in the dynamic shared memory: stage_bytes(NT) when quantized, else none.
+template <int NT>
+__host__ __device__ __forceinline__ int warp_stage_bytes(const ExpertArgs& a) {
+  return a.quantized ? stage_bytes(NT) : 0;
+}
 
 // The h rows in the workspace, as T: gate_up rounds h to T anyway, and the down kernel feeds T to
 // the mma, so storing T (in the f32 buffer's first half) halves h's bytes and saves the down
@@ -709,7 +714,7 @@ __global__ void __launch_bounds__(kGateUpWarps * 32, std::is_same_v<T, float> ? 
   using W = std::conditional_t<kFp8, uint8_t, T>;  // a weight element
   // The warps' stages (quantized activations), then the bitmap (a.bitmap_words).
   extern __shared__ __align__(16) uint8_t dyn[];
-  uint32_t* bitmap = reinterpret_cast<uint32_t*>(dyn + kGateUpWarps * a.stage_bytes);
+  uint32_t* bitmap = reinterpret_cast<uint32_t*>(dyn + kGateUpWarps * warp_stage_bytes<NT>(a));
   __shared__ float partial[kGateUpWarps][kMaxTilePairs][kTileRows];
   __shared__ int pair_list[kGateUpListCap];
   __shared__ const T* x_rows[kMaxTilePairs];
@@ -719,7 +724,7 @@ __global__ void __launch_bounds__(kGateUpWarps * 32, std::is_same_v<T, float> ? 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
   const int64_t pairs = a.tokens * a.k;
   const int chunks = (a.inter + kGateUpRows - 1) / kGateUpRows;
-  uint8_t* stage = dyn + warp * a.stage_bytes;
+  uint8_t* stage = dyn + warp * warp_stage_bytes<NT>(a);
 
   for (int w = tid; w < a.bitmap_words; w += blockDim.x) bitmap[w] = 0u;
   // Items: the shared experts' (chunk-major: item = chunk * shared + j) first, then the routed
@@ -862,7 +867,7 @@ __global__ void __launch_bounds__(kDownWarps * 32, 1) moe_down_kernel(const Expe
   using W = std::conditional_t<kFp8, uint8_t, T>;  // a weight element
   // The warps' stages (quantized activations), the bitmap (a.bitmap_words), the y partial sums.
   extern __shared__ __align__(16) uint8_t dyn[];
-  uint32_t* bitmap = reinterpret_cast<uint32_t*>(dyn + kDownWarps * a.stage_bytes);
+  uint32_t* bitmap = reinterpret_cast<uint32_t*>(dyn + kDownWarps * warp_stage_bytes<NT>(a));
   // y of batch pair q, I slice s, row r (of the block's 16) at partial[(s * all + q) * 16 + r]:
   // q < pairs the routed pair q (token q / k), then pairs + t * shared + j the shared ones.
   float* partial = reinterpret_cast<float*>(bitmap + a.bitmap_words);
@@ -872,7 +877,7 @@ __global__ void __launch_bounds__(kDownWarps * 32, 1) moe_down_kernel(const Expe
   __shared__ int s_used;
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
-  uint8_t* stage = dyn + warp * a.stage_bytes;
+  uint8_t* stage = dyn + warp * warp_stage_bytes<NT>(a);
   const int64_t batches = (a.tokens + a.batch_tokens - 1) / a.batch_tokens;
   const int row_blocks = (a.hidden + kTileRows - 1) / kTileRows;
   // Slices of I: whole 32-column steps (fp8: whole 128-column scale blocks).
@@ -1040,7 +1045,8 @@ void launch(const ExpertArgs& a, cudaStream_t s) {
   const int chunks = (a.inter + kGateUpRows - 1) / kGateUpRows;
   const int64_t items = static_cast<int64_t>(chunks) * (a.shared + a.gate_up_slots);
   const unsigned grid1 = static_cast<unsigned>(items < INT_MAX ? items : INT_MAX);
-  const size_t smem1 = static_cast<size_t>(kGateUpWarps) * a.stage_bytes + static_cast<size_t>(a.bitmap_words) * 4;
+  const size_t smem1 = static_cast<size_t>(kGateUpWarps) * warp_stage_bytes<NT>(a) +
+                       static_cast<size_t>(a.bitmap_words) * 4;
   launch_kernel(moe_gate_up_kernel<T, NT, kVecH, kFp8>, dim3(grid1), kGateUpWarps * 32, smem1, s,
                 kProgrammaticGateUp, a);
 
@@ -1050,7 +1056,8 @@ void launch(const ExpertArgs& a, cudaStream_t s) {
                    static_cast<unsigned>(row_blocks < 65535 ? row_blocks : 65535));
   const int max_pairs =
       static_cast<int>(a.tokens < a.batch_tokens ? a.tokens : a.batch_tokens) * (a.k + a.shared);
-  const size_t smem2 = static_cast<size_t>(kDownWarps) * a.stage_bytes + static_cast<size_t>(a.bitmap_words) * 4 +
+  const size_t smem2 = static_cast<size_t>(kDownWarps) * warp_stage_bytes<NT>(a) +
+                       static_cast<size_t>(a.bitmap_words) * 4 +
                        static_cast<size_t>(a.ksplit) * max_pairs * kTileRows * sizeof(float);
   launch_kernel(moe_down_kernel<T, NT, kVecI, kFp8>, grid2, kDownWarps * 32, smem2, s,
                 kProgrammaticDown, a);
@@ -1119,7 +1126,6 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
   // Tokens per tile: 8 covers every expert's tokens when T <= 8 (ids distinct per token).
   const bool two_tiles = a.tokens > 8;
   a.quantized = fp8 && extras.quantize_activations;
-  a.stage_bytes = a.quantized ? stage_bytes(two_tiles ? 2 : 1) : 0;
   auto s = static_cast<cudaStream_t>(stream.handle);
   dispatch_float_type(x.dtype, [&](auto tag) {
     using T = decltype(tag);
