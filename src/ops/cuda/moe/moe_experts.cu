@@ -106,7 +106,10 @@ constexpr int kUnroll = 4;             // mma steps in flight per warp (2 weight
 constexpr int kUnrollF32 = 2;          // 16-column steps in flight on the f32 path
 constexpr int kMaxTilePairs = 16;      // tokens per tile: two n8 tiles
 constexpr int kGateUpRows = 8;         // intermediate rows per gate_up block (8 gate + 8 up)
-constexpr int kGateUpWarps = 8;
+constexpr int kGateUpWarps = 8;        // the most warps a gate_up block has (gate_up_warps)
+// fp8 gate_up blocks: fewer warps, more blocks per SM, so that a batch-1 grid (Qwen3-30B-A3B:
+// 768 blocks) is resident in one wave (docs/perf/fp8.md, "gate_up in one wave").
+constexpr int kFp8GateUpWarps = 4;
 constexpr int kGateUpListCap = 256;    // pairs of one expert collected at a time
 constexpr int kDownWarps = 16;
 constexpr int kDownBatchPairs = 256;   // (token, expert) pairs per down block
@@ -705,20 +708,32 @@ __device__ int64_t list_pairs(const ExpertArgs& a, int e, int64_t from, int* lis
   return a.tokens;
 }
 
-// 3 blocks (24 warps) per SM; 2 for f32, whose CUDA-core tile holds 32 sums per lane.
+// Warps per gate_up block, and blocks per SM: 24 warps per SM (80 registers a thread), in blocks
+// of 8 warps for 16-bit weights and of kFp8GateUpWarps for fp8; 2 blocks of 8 for f32, whose
+// CUDA-core tile holds 32 sums per lane.
+template <bool kFp8>
+constexpr int gate_up_warps() {
+  return kFp8 ? kFp8GateUpWarps : kGateUpWarps;
+}
+template <typename T, bool kFp8>
+constexpr int gate_up_blocks_per_sm() {
+  return std::is_same_v<T, float> ? 2 : 24 / gate_up_warps<kFp8>();
+}
+
 // kFp8: gate_up is e4m3 with block scales (T is then f16 or bf16).
 template <typename T, int NT, bool kVec, bool kFp8>
-__global__ void __launch_bounds__(kGateUpWarps * 32, std::is_same_v<T, float> ? 2 : 3)
+__global__ void __launch_bounds__(gate_up_warps<kFp8>() * 32, gate_up_blocks_per_sm<T, kFp8>())
     moe_gate_up_kernel(const ExpertArgs a) {
   constexpr int kChunk = 8 * NT;
+  constexpr int kWarps = gate_up_warps<kFp8>();
   using W = std::conditional_t<kFp8, uint8_t, T>;  // a weight element
   // The warps' stages (quantized activations), then the bitmap (a.bitmap_words).
   extern __shared__ __align__(16) uint8_t dyn[];
-  uint32_t* bitmap = reinterpret_cast<uint32_t*>(dyn + kGateUpWarps * warp_stage_bytes<NT>(a));
-  __shared__ float partial[kGateUpWarps][kMaxTilePairs][kTileRows];
+  uint32_t* bitmap = reinterpret_cast<uint32_t*>(dyn + kWarps * warp_stage_bytes<NT>(a));
+  __shared__ float partial[kWarps][kMaxTilePairs][kTileRows];
   __shared__ int pair_list[kGateUpListCap];
   __shared__ const T* x_rows[kMaxTilePairs];
-  __shared__ int warp_counts[kGateUpWarps];
+  __shared__ int warp_counts[kWarps];
   __shared__ int s_expert;
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
@@ -769,7 +784,7 @@ __global__ void __launch_bounds__(kGateUpWarps * 32, std::is_same_v<T, float> ? 
   // evenly over the warps.
   constexpr int kUnit = kFp8 ? kFp8Block : kStepCols;
   const int units = (a.hidden + kUnit - 1) / kUnit;
-  const int slice = (units + kGateUpWarps - 1) / kGateUpWarps * kUnit;
+  const int slice = (units + kWarps - 1) / kWarps * kUnit;
   const int k0 = min(a.hidden, warp * slice), k1 = min(a.hidden, k0 + slice);
 
   const int64_t items = shared_items + static_cast<int64_t>(chunks) * a.gate_up_slots;
@@ -834,7 +849,7 @@ __global__ void __launch_bounds__(kGateUpWarps * 32, std::is_same_v<T, float> ? 
           const int i = tid % kGateUpRows, n = tid / kGateUpRows;
           float gs = 0.0f, us = 0.0f;
 #pragma unroll
-          for (int w = 0; w < kGateUpWarps; ++w) {
+          for (int w = 0; w < kWarps; ++w) {
             gs += partial[w][n][i];
             us += partial[w][n][i + 8];
           }
@@ -1045,9 +1060,10 @@ void launch(const ExpertArgs& a, cudaStream_t s) {
   const int chunks = (a.inter + kGateUpRows - 1) / kGateUpRows;
   const int64_t items = static_cast<int64_t>(chunks) * (a.shared + a.gate_up_slots);
   const unsigned grid1 = static_cast<unsigned>(items < INT_MAX ? items : INT_MAX);
-  const size_t smem1 = static_cast<size_t>(kGateUpWarps) * warp_stage_bytes<NT>(a) +
+  constexpr int kWarps1 = gate_up_warps<kFp8>();
+  const size_t smem1 = static_cast<size_t>(kWarps1) * warp_stage_bytes<NT>(a) +
                        static_cast<size_t>(a.bitmap_words) * 4;
-  launch_kernel(moe_gate_up_kernel<T, NT, kVecH, kFp8>, dim3(grid1), kGateUpWarps * 32, smem1, s,
+  launch_kernel(moe_gate_up_kernel<T, NT, kVecH, kFp8>, dim3(grid1), kWarps1 * 32, smem1, s,
                 kProgrammaticGateUp, a);
 
   const int64_t batches = (a.tokens + a.batch_tokens - 1) / a.batch_tokens;
