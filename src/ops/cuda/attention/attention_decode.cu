@@ -123,6 +123,7 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
 }
 
 using mma_sync::cp_async16;
+using mma_sync::cp_async16_if;
 using mma_sync::cp_async_commit;
 using mma_sync::cp_async_wait;
 using mma_sync::ldmatrix_x4;
@@ -150,34 +151,41 @@ constexpr int kRowStep = kThreads / (D / 8);  // rows apart of one thread's 16-b
 // row of key `skip` (the kAppend variant's new key, not in the cache yet) is left alone:
 // put_new_row fills it. `at` is this thread's first row of the tile (key0 + threadIdx.x /
 // (D / 8)), and is left at its first row of the next one.
+//
+// First the pages of all the thread's rows (independent loads of the page table: one round trip
+// for the tile), then the copies, each with one 32 x 32 -> 64-bit multiply for its address and no
+// branch: at short contexts a chain of one page-table load and ~60 instructions per row was 38%
+// of the kernel's instructions (attention_decode.md, "Where a short-context layer's time goes").
 template <typename T, int D>
 __device__ __forceinline__ void load_tile(const DecodeArgs& a, const int32_t* table, int kvh,
                                           int key0, int end, int skip, KeyCursor& at,
                                           uint32_t k_dst, uint32_t v_dst) {
   constexpr int kPieces = D / 8;  // 16-byte pieces per row
+  constexpr int kRowsPerThread = kTileKeys / kRowStep<D>;
   const int c = threadIdx.x % kPieces;
-  const T* k_pages = static_cast<const T*>(a.k_pages);
-  const T* v_pages = static_cast<const T*>(a.v_pages);
+  const int r0 = static_cast<int>(threadIdx.x) / kPieces;
+  int slot[kRowsPerThread];  // the cache slot of each row (a page of the table, then the row in it)
 #pragma unroll
-  for (int i = 0; i < kTileKeys / kRowStep<D>; ++i) {
-    const int r = static_cast<int>(threadIdx.x) / kPieces + i * kRowStep<D>;
-    const int key = key0 + r;
-    if (key != skip) {
-      const bool valid = key < end;
-      int64_t src = 0;
-      if (valid) {
-        const int64_t slot = static_cast<int64_t>(__ldg(table + at.page)) * a.page_size + at.row;
-        src = (slot * a.kv_heads + kvh) * D + c * 8;
-      }
-      const uint32_t dst = swizzled<D>(r, c);
-      cp_async16(k_dst + dst, k_pages + src, valid);
-      cp_async16(v_dst + dst, v_pages + src, valid);
-    }
+  for (int i = 0; i < kRowsPerThread; ++i) {
+    slot[i] = key0 + r0 + i * kRowStep<D> < end ? __ldg(table + at.page) : 0;
+    slot[i] = slot[i] * a.page_size + at.row;
     at.row += kRowStep<D>;
     while (at.row >= a.page_size) {  // once at most for pages of kRowStep rows or more
       at.row -= a.page_size;
       ++at.page;
     }
+  }
+  const T* k_pages = static_cast<const T*>(a.k_pages) + kvh * D + c * 8;
+  const T* v_pages = static_cast<const T*>(a.v_pages) + kvh * D + c * 8;
+  const int slot_elems = a.kv_heads * D;
+#pragma unroll
+  for (int i = 0; i < kRowsPerThread; ++i) {
+    const int r = r0 + i * kRowStep<D>;
+    const bool valid = key0 + r < end, copy = key0 + r != skip;
+    const int64_t src = valid ? static_cast<int64_t>(slot[i]) * slot_elems : 0;
+    const uint32_t dst = swizzled<D>(r, c);
+    cp_async16_if(copy, k_dst + dst, k_pages + src, valid);
+    cp_async16_if(copy, v_dst + dst, v_pages + src, valid);
   }
 }
 

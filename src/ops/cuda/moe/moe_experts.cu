@@ -24,13 +24,14 @@
 //
 // 1. gate_up: one block per (8 intermediate rows, active expert): its tile is those 8 gate rows
 //    and the 8 up rows with the same indices, so each lane ends up holding g and u of the same
-//    (row, token) and the SwiGLU needs no data movement. The 8 warps split H (the gemv kernel
-//    found one 16-row tile per block with split k fastest on H100), add their partials in a
-//    fixed order in shared memory and round g, u and h as the contract says. Work items are
-//    numbered chunk-major, so the blocks that find no expert (the grid assumes min(T*k, E)
+//    (row, token) and the SwiGLU needs no data movement. The block's 4 warps split H (the gemv
+//    kernel found one 16-row tile per block with split k fastest on H100), add their partials
+//    in a fixed order in shared memory and round g, u and h as the contract says. Work items
+//    are numbered chunk-major, so the blocks that find no expert (the grid assumes min(T*k, E)
 //    distinct experts) have the highest indices and run after all the real work, in the tail.
-//    Qwen3 at T = 1: 96 x 8 = 768 blocks of 64 KB each; ~3 resident per SM, each warp with
-//    4 KB in flight: ~96 KB outstanding per SM.
+//    Qwen3 at T = 1: 96 x 8 = 768 blocks of 64 KB each (bf16), 6 resident per SM: one wave, so
+//    every block's setup overlaps the others' loads (8-warp blocks, 3 per SM, took two waves
+//    and 3-5% more of the step: docs/perf/fp8.md, "gate_up in one wave").
 // 2. down: one block per 16 rows of H (and per batch of up to 256 (token, expert) pairs), over
 //    all the experts in use: its 16 warps take (expert, slice of I) items, so each down row of
 //    each active expert is read once, and write y per (pair, row) to shared memory; the block
@@ -106,10 +107,10 @@ constexpr int kUnroll = 4;             // mma steps in flight per warp (2 weight
 constexpr int kUnrollF32 = 2;          // 16-column steps in flight on the f32 path
 constexpr int kMaxTilePairs = 16;      // tokens per tile: two n8 tiles
 constexpr int kGateUpRows = 8;         // intermediate rows per gate_up block (8 gate + 8 up)
-constexpr int kGateUpWarps = 8;        // the most warps a gate_up block has (gate_up_warps)
-// fp8 gate_up blocks: fewer warps, more blocks per SM, so that a batch-1 grid (Qwen3-30B-A3B:
-// 768 blocks) is resident in one wave (docs/perf/fp8.md, "gate_up in one wave").
-constexpr int kFp8GateUpWarps = 4;
+// Warps of a gate_up block: few, so that many blocks share an SM and a batch-1 grid
+// (Qwen3-30B-A3B: 768 blocks) is resident in one wave (docs/perf/fp8.md, "gate_up in one wave").
+constexpr int kGateUpWarps = 4;
+constexpr int kGateUpWarpsF32 = 8;     // the f32 path's (its tile holds 32 sums per lane)
 constexpr int kGateUpListCap = 256;    // pairs of one expert collected at a time
 constexpr int kDownWarps = 16;
 constexpr int kDownBatchPairs = 256;   // (token, expert) pairs per down block
@@ -708,24 +709,23 @@ __device__ int64_t list_pairs(const ExpertArgs& a, int e, int64_t from, int* lis
   return a.tokens;
 }
 
-// Warps per gate_up block, and blocks per SM: 24 warps per SM (80 registers a thread), in blocks
-// of 8 warps for 16-bit weights and of kFp8GateUpWarps for fp8; 2 blocks of 8 for f32, whose
-// CUDA-core tile holds 32 sums per lane.
-template <bool kFp8>
+// Warps per gate_up block, and blocks per SM: 24 warps per SM (80 registers a thread) in blocks
+// of kGateUpWarps; for f32, 2 blocks of kGateUpWarpsF32.
+template <typename T>
 constexpr int gate_up_warps() {
-  return kFp8 ? kFp8GateUpWarps : kGateUpWarps;
+  return std::is_same_v<T, float> ? kGateUpWarpsF32 : kGateUpWarps;
 }
-template <typename T, bool kFp8>
+template <typename T>
 constexpr int gate_up_blocks_per_sm() {
-  return std::is_same_v<T, float> ? 2 : 24 / gate_up_warps<kFp8>();
+  return std::is_same_v<T, float> ? 2 : 24 / gate_up_warps<T>();
 }
 
 // kFp8: gate_up is e4m3 with block scales (T is then f16 or bf16).
 template <typename T, int NT, bool kVec, bool kFp8>
-__global__ void __launch_bounds__(gate_up_warps<kFp8>() * 32, gate_up_blocks_per_sm<T, kFp8>())
+__global__ void __launch_bounds__(gate_up_warps<T>() * 32, gate_up_blocks_per_sm<T>())
     moe_gate_up_kernel(const ExpertArgs a) {
   constexpr int kChunk = 8 * NT;
-  constexpr int kWarps = gate_up_warps<kFp8>();
+  constexpr int kWarps = gate_up_warps<T>();
   using W = std::conditional_t<kFp8, uint8_t, T>;  // a weight element
   // The warps' stages (quantized activations), then the bitmap (a.bitmap_words).
   extern __shared__ __align__(16) uint8_t dyn[];
@@ -1060,7 +1060,7 @@ void launch(const ExpertArgs& a, cudaStream_t s) {
   const int chunks = (a.inter + kGateUpRows - 1) / kGateUpRows;
   const int64_t items = static_cast<int64_t>(chunks) * (a.shared + a.gate_up_slots);
   const unsigned grid1 = static_cast<unsigned>(items < INT_MAX ? items : INT_MAX);
-  constexpr int kWarps1 = gate_up_warps<kFp8>();
+  constexpr int kWarps1 = gate_up_warps<T>();
   const size_t smem1 = static_cast<size_t>(kWarps1) * warp_stage_bytes<NT>(a) +
                        static_cast<size_t>(a.bitmap_words) * 4;
   launch_kernel(moe_gate_up_kernel<T, NT, kVecH, kFp8>, dim3(grid1), kWarps1 * 32, smem1, s,
