@@ -112,13 +112,16 @@ TEST(Fp8CheckpointWide, CudaDecodeWithQuantizedGateUpMatchesTheCpu) {
 }
 
 // The 512-wide models (hidden and intermediate 512, head_dim 64) against the CPU engine in bf16,
-// each with its dequantized twin, so that a failure says whether the fp8 products or the rest of
-// the GPU forward is off. Why: on an H100 (2026-12-06) a 512-wide version of the checkpoints
-// above missed the 256-wide bounds in every format, the exact decode GEMV included (prompt
-// 0.15-0.16, a decode step 0.14-0.21), and on the CPU that is not bf16's rounding: the CPU engine
-// in bf16 against itself in f32 moves these models' logits by 0.022 (prompt) and 0.021 (decode),
-// the 256-wide ones by 0.016 and 0.014 (docs/perf/fp8.md). Bounds: the 256-wide tests' (prompt
-// 6e-2 with the block-scaled GEMM's quantized activations, 3e-2 for exact products).
+// each with its dequantized twin. Here every prompt product has k >= 512, so the GPU quantizes
+// its activations (per 128 columns, or per token for per-channel scales) where the CPU engine
+// multiplies exactly. An H100 run (2026-12-06) measured the fp8 prompt's logits 0.154 (blocks)
+// and 0.157 (channel) from the CPU's, and the decode steps after it, which attend over the
+// prompt's K and V, 0.06-0.21; the same checkpoints decoded from an empty cache (exact GEMV
+// products) and the dequantized twins stayed within 3e-2. That is the quantization, not a fault:
+// the CPU engine with its prompt GEMMs' activations quantized by the same rule (an experiment,
+// docs/perf/fp8.md, "The 512-wide checkpoints") lands 0.151 and 0.158 from its exact self, and
+// 0.10 at 256 wide, where the GPU's prompt products (k 256) are exact. Bounds: those figures
+// with room for bf16's 0.022 (prompt 0.2, the decode steps after it 0.25); exact products 3e-2.
 TEST(Fp8CheckpointWide, Cuda512WideMatchesTheCpuInBf16) {
   BRAID_REQUIRE_CUDA();
   for (const char* format : {"blocks", "channel"})
@@ -136,8 +139,9 @@ TEST(Fp8CheckpointWide, Cuda512WideMatchesTheCpuInBf16) {
       // prompt path.
       engine::Engine gpu(dir.path(), o), cpu(dir.path(), bf16);
       const auto prompt = prompt_of(40, 5);
-      EXPECT_LE(rel_error(gpu.step(prompt, true), cpu.step(prompt, true)), dequantized ? 3e-2 : 6e-2);
-      for (int32_t t : prompt_of(6, 9)) EXPECT_LE(rel_error(gpu.step({t}), cpu.step({t})), 3e-2) << "after the prompt";
+      EXPECT_LE(rel_error(gpu.step(prompt, true), cpu.step(prompt, true)), dequantized ? 3e-2 : 0.2);
+      for (int32_t t : prompt_of(6, 9))
+        EXPECT_LE(rel_error(gpu.step({t}), cpu.step({t})), dequantized ? 3e-2 : 0.25) << "after the prompt";
       engine::Engine gpu_decode(dir.path(), o), cpu_decode(dir.path(), bf16);
       for (int32_t t : prompt_of(6, 9))
         EXPECT_LE(rel_error(gpu_decode.step({t}), cpu_decode.step({t})), 3e-2) << "decode alone";
