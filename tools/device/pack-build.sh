@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
 # Copies what tools/device/check.sh needs from a local build into .device/build (gitignored) and
 # packs it into .device/build.tar.xz, small enough to travel with the working tree to the GPU
-# machine (64 MiB in all): pass `carry: [".device/build.tar.xz"]`, then on the machine
+# machine (64 MiB in all, the tracked files included): pass `carry: [".device/build.tar.xz"]`,
+# then on the machine
 #   tar xJf .device/build.tar.xz -C .device && BUILD_DIR=.device/build tools/device/check.sh
 # The server and `bench serve` link Debian's libcpp-httplib.so, which the GPU machine lacks: it and
 # the libraries it needs beyond glibc's go into lib/ (check.sh puts that folder on LD_LIBRARY_PATH).
 # COMMIT holds the commit packed (with +dirty for uncommitted changes), which the binaries record.
+#
+# A/B builds travel in the same archive: VARIANTS="NAME=DIR ..." copies DIR's braidinfer (and
+# tests/braid_tests, where DIR has one) into .device/build/variants/NAME/ (tools/device/
+# build-variant.sh makes such a DIR from a branch). The archive's dictionary spans all of them,
+# so each variant costs only what differs from the main build: five builds of braidinfer and
+# braid_tests packed into 13 MB (2026-12-06), where one build alone took 17.5 MB at xz's default.
+# NO_PYTHON_LIB=1 leaves libbraid.so (the Python tests' library) out.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 SRC=${1:-$ROOT/build}
@@ -24,5 +32,15 @@ strip --strip-unneeded "$DST/braidinfer" "$DST/libbraid.so" "$DST/tests/braid_te
 commit=$(git -C "$ROOT" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 [[ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ]] && commit+="+dirty"
 echo "$commit" > "$DST/COMMIT"
-tar cJf "$ROOT/.device/build.tar.xz" -C "$ROOT/.device" build
+[[ "${NO_PYTHON_LIB:-0}" == 1 ]] && rm -f "$DST/libbraid.so"
+for v in ${VARIANTS:-}; do
+  name=${v%%=*} dir=${v#*=}
+  mkdir -p "$DST/variants/$name"
+  cp "$dir/braidinfer" "$DST/variants/$name/"
+  [[ -f "$dir/tests/braid_tests" ]] && cp "$dir/tests/braid_tests" "$DST/variants/$name/"
+  strip --strip-unneeded "$DST/variants/$name"/*
+done
+# One dictionary over the whole folder (xz -9's is 64 MiB, less than one build): unpacking needs
+# about as much memory as the dictionary.
+tar cf - -C "$ROOT/.device" build | xz --lzma2=preset=9,dict=512MiB -T1 > "$ROOT/.device/build.tar.xz"
 du -sh "$DST" "$ROOT/.device/build.tar.xz"
