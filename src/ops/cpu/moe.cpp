@@ -151,8 +151,9 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
     if (!fp8) return dot(w, v, n);
     return dot_block_scaled(w, v, n, scale.ptr<float>() + (row / B) * (cols / B) + col0 / B, v_scales);
   };
-  std::vector<float> xf(static_cast<size_t>(hidden)), xq(static_cast<size_t>(hidden)),
-      gate(static_cast<size_t>(hidden)), up(static_cast<size_t>(hidden)), row(static_cast<size_t>(inter));
+  std::vector<float> xf(static_cast<size_t>(hidden)), gate(static_cast<size_t>(hidden)),
+      up(static_cast<size_t>(hidden)), row(static_cast<size_t>(inter));
+  std::vector<float> xq;  // quantized: x[t]'s e4m3 values
   float* ws = workspace.ptr<float>();
   // h of gate_up rows (gate_row, up_row) of `w` for the token in x (its block scales, or null), as
   // the kernels round it.

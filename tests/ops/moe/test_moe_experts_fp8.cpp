@@ -294,16 +294,26 @@ void PrintTo(const Fp8Case& c, std::ostream* os) { *os << case_name(c); }
 
 class MoeExpertsFp8Diff : public ::testing::TestWithParam<Fp8Case> {};
 
+// The case's problem from `seed`, run on the CPU and on CUDA, `quantized` or not.
+struct Fp8DiffRun {
+  Fp8Experts p;
+  std::vector<float> ref, got;
+};
+Fp8DiffRun run_both(const Fp8Case& c, uint64_t seed, bool quantized) {
+  Fp8DiffRun r{make_fp8_experts(c.dtype, c.tokens, c.experts, c.k, c.hidden, c.inter, seed), {}, {}};
+  r.ref = run_fp8(r.p, Device::cpu(), c.x_pad, quantized);
+  r.got = run_fp8(r.p, Device::cuda(), c.x_pad, quantized);
+  return r;
+}
+
 TEST_P(MoeExpertsFp8Diff, CudaMatchesReference) {
   BRAID_REQUIRE_CUDA();
   const auto c = GetParam();
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  const Fp8Experts p = make_fp8_experts(c.dtype, c.tokens, c.experts, c.k, c.hidden, c.inter, seed);
-  const auto ref = run_fp8(p, Device::cpu(), c.x_pad);
-  const auto got = run_fp8(p, Device::cuda(), c.x_pad);
+  const Fp8DiffRun r = run_both(c, seed, false);
   // The same roundings; fp32 sums in another order than the reference's fp64.
-  EXPECT_LE(rel_error(got, ref), tolerance(c.dtype));
+  EXPECT_LE(rel_error(r.got, r.ref), tolerance(c.dtype));
 }
 
 // Quantized activations (the fp8 tensor cores) against the CPU reference quantizing the same way:
@@ -315,11 +325,9 @@ TEST_P(MoeExpertsFp8Diff, CudaQuantizedMatchesReference) {
   const auto c = GetParam();
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  const Fp8Experts p = make_fp8_experts(c.dtype, c.tokens, c.experts, c.k, c.hidden, c.inter, seed);
-  const auto ref = run_fp8(p, Device::cpu(), c.x_pad, true);
-  const auto got = run_fp8(p, Device::cuda(), c.x_pad, true);
-  EXPECT_LE(rel_error(got, ref), tolerance(c.dtype));
-  EXPECT_GT(rel_error(got, run_fp8(p, Device::cpu(), c.x_pad, false)), 1e-3);
+  const Fp8DiffRun r = run_both(c, seed, true);
+  EXPECT_LE(rel_error(r.got, r.ref), tolerance(c.dtype));
+  EXPECT_GT(rel_error(r.got, run_fp8(r.p, Device::cpu(), c.x_pad, false)), 1e-3);
 }
 
 INSTANTIATE_TEST_SUITE_P(

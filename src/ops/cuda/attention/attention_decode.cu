@@ -122,7 +122,6 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-using mma_sync::cp_async16;
 using mma_sync::cp_async16_if;
 using mma_sync::cp_async_commit;
 using mma_sync::cp_async_wait;

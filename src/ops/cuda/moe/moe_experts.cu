@@ -67,10 +67,11 @@
 // once (warp_tile_fp8). The activations are not quantized: products are exact, sums fp32.
 //
 // Quantized activations (ExpertArgs::quantized, the op's quantize_activations; routed experts
-// only, the shared ones stay exact as the op's contract says): the weights go to
-// the fp8 tensor cores as loaded (mma.m16n8k32.e4m3), so the four conversions per 16 weights and
-// row above, taken to set the exact tile's time (docs/perf/deepseek.md, attempt 8), are gone. The activations are quantized instead, per 128 columns as
-// moe_fp8_quantize does, by the warp that uses them: its slices are whole 128-column blocks, so a
+// only, the shared ones stay exact as the op's contract says): the weights go to the fp8 tensor
+// cores as loaded (mma.m16n8k32.e4m3), so the four conversions per 16 weights and row above,
+// taken to set the exact tile's time (docs/perf/deepseek.md, attempt 8), are gone. The
+// activations are quantized instead, per 128 columns as moe_fp8_quantize does, by the warp that
+// uses them: its slices are whole 128-column blocks, so a
 // block's amax is the warp's own, and no other warp or block has to agree on it. Per group of 4
 // steps (256 columns) the warp first issues its weight loads, then quantizes those columns of its
 // tokens into a stage of shared memory (one token's 256 columns per pass of 32 lanes, 8 columns a
