@@ -55,9 +55,10 @@ constexpr int kThreads = kWarps * 32;
 constexpr int kRows = 16;       // query heads per block: the mma's M
 constexpr int kTileKeys = 64;   // keys per pipeline stage: 16 per warp
 constexpr int kStages = 3;      // tiles in shared memory (two in flight while one is used)
-constexpr int kMinSplitKeys = 256;  // the grid: shorter chunks measured slower (attention_decode.md)
+constexpr int kMinSplitKeys = 128;  // EXPERIMENT (attention_decode.md, last section): as max_model_len tables split
+constexpr int kOneChunkKeys = 256;  // EXPERIMENT: and no split at all up to this many keys
 constexpr int kMinChunkTiles = kStages - 1;  // a chunk's first tiles are all in flight at once
-constexpr int kMaxBlockMergeSplits = 8;      // kAppend: chunks the last block merges itself
+constexpr int kMaxBlockMergeSplits = 1;  // EXPERIMENT: the combine kernel always (then the counters can go)
 constexpr int kMaxDevices = 64;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
@@ -97,7 +98,9 @@ struct AppendArgs {
 
 // Keys per chunk for a sequence of kv_len keys and a grid of `splits` chunks: whole tiles, at
 // least kMinChunkTiles of them. ceil(kv_len / chunk) <= splits, so the grid always covers it.
+// A sequence of up to kOneChunkKeys keys is one chunk whatever the grid (split, it measured slower).
 __host__ __device__ __forceinline__ int chunk_keys(int kv_len, int splits) {
+  if (kv_len <= kOneChunkKeys) splits = 1;
   const int per_split = (kv_len + splits - 1) / splits;
   const int tiles = (per_split + kTileKeys - 1) / kTileKeys;
   return (tiles > kMinChunkTiles ? tiles : kMinChunkTiles) * kTileKeys;
