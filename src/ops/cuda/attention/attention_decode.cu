@@ -252,10 +252,9 @@ __device__ __forceinline__ void rotate_into_tiles(const AppendArgs& ap, const op
   const int64_t pos = ap.positions_i64 ? static_cast<const int64_t*>(ap.positions)[b]
                                        : static_cast<const int32_t*>(ap.positions)[b];
   qk_rope::cos_sin(table, static_cast<float>(pos), cos_s, sin_s);
-  for (int i = threadIdx.x; i < (kRows - rows) * D; i += kThreads) {
-    const int r = rows + i / D, d = i % D;
-    q_tile[swizzled<D>(r, d / 8) / 2 + d % 8] = from_float<T>(0.0f);
-  }
+  unsigned char* q_bytes = reinterpret_cast<unsigned char*>(q_tile);
+  for (int p = threadIdx.x; p < (kRows - rows) * kPieces; p += kThreads)  // 16 bytes at a time
+    *reinterpret_cast<uint4*>(q_bytes + swizzled<D>(rows + p / kPieces, p % kPieces)) = make_uint4(0, 0, 0, 0);
 #pragma unroll
   for (int j = 0; j < kLoads; ++j) {
     const int p = static_cast<int>(threadIdx.x) + j * kThreads;
@@ -265,8 +264,9 @@ __device__ __forceinline__ void rotate_into_tiles(const AppendArgs& ap, const op
       *reinterpret_cast<uint4*>(new_v + c) = raw[j];
     } else {
       const T* e = reinterpret_cast<const T*>(&raw[j]);
-#pragma unroll
-      for (int k = 0; k < 8; ++k) heads_f32[i * D + c + k] = to_float(e[k]);
+      float4* dst = reinterpret_cast<float4*>(heads_f32 + i * D + c);
+      dst[0] = make_float4(to_float(e[0]), to_float(e[1]), to_float(e[2]), to_float(e[3]));
+      dst[1] = make_float4(to_float(e[4]), to_float(e[5]), to_float(e[6]), to_float(e[7]));
     }
   }
   if (norm && piece < 2 * kPieces)
@@ -280,10 +280,18 @@ __device__ __forceinline__ void rotate_into_tiles(const AppendArgs& ap, const op
     float* buf = heads_f32 + i * D;
     if (norm) qk_rope::norm_head<T>(buf, norm_s[is_q ? 0 : 1], D, ap.eps, is_q ? ap.q_layout : ap.k_layout);
     qk_rope::rotate_head<T>(buf, table.half, table.interleaved, cos_s, sin_s);
+    // Eight rounded elements a lane, as one 16-byte store (the same roundings as from_float's).
+    auto piece_of = [&](int c) {
+      const float4 lo = *reinterpret_cast<const float4*>(buf + c * 8);
+      const float4 hi = *reinterpret_cast<const float4*>(buf + c * 8 + 4);
+      return make_uint4(pack2<T>(lo.x, lo.y), pack2<T>(lo.z, lo.w), pack2<T>(hi.x, hi.y),
+                        pack2<T>(hi.z, hi.w));
+    };
     if (is_q) {
-      for (int d = lane; d < D; d += 32) q_tile[swizzled<D>(i, d / 8) / 2 + d % 8] = from_float<T>(buf[d]);
+      for (int c = lane; c < kPieces; c += 32)
+        *reinterpret_cast<uint4*>(q_bytes + swizzled<D>(i, c)) = piece_of(c);
     } else {
-      for (int d = lane; d < D; d += 32) new_k[d] = from_float<T>(buf[d]);
+      for (int c = lane; c < kPieces; c += 32) reinterpret_cast<uint4*>(new_k)[c] = piece_of(c);
       if (hb == 0) {  // kv_append's layout: [slot, kv_heads, head_dim] within the pages
         const int64_t dst = (static_cast<int64_t>(ap.slots[b]) * kv_heads + kvh) * D;
         qk_rope::store_head<T>(static_cast<T*>(ap.k_cache) + dst, buf, D, ap.cache_vec);
