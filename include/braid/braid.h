@@ -282,6 +282,7 @@ BRAID_API braid_status braid_attention_decode(const braid_tensor* q, const braid
  *                braid_attention_decode (kv_lens counting the new token)
  *   counters     i32, contiguous, at least braid_attention_decode_counters(batch, q_heads,
  *                kv_heads) elements, zero before the first call; each call leaves them zero
+ *                (checked, no longer read on CUDA: kept until this API's next incompatible change)
  * On CUDA it reads the older keys, kv_lens and the page table before the kernel before it in the
  * stream has finished (programmatic dependent launch): that kernel must not write them. */
 BRAID_API int64_t braid_attention_decode_counters(int64_t batch, int64_t q_heads, int64_t kv_heads);

@@ -727,14 +727,17 @@ void qk_norm_rope_kv_append(const Tensor& q, const Tensor& k, const Tensor& v,
 //   slots      [batch] i32: slots[b] is the cache slot of sequence b's key kv_lens[b] - 1, where
 //              its page table puts the new token (checked on the CPU, trusted on CUDA)
 //   counters   i32, contiguous, at least attention_decode_counters(batch, q_heads, kv_heads)
-//              elements, all zero before the first call; every call leaves them zero
+//              elements, all zero before the first call; every call leaves them zero. Checked,
+//              no longer read on CUDA (its kernel's last block merged chunks through them until
+//              2026-12-06; the combine kernel does it now): kept for the callers of this API
+//              until its next incompatible change
 // q and k are unspecified after the call (CUDA does not write the rotated heads back). On CUDA,
 // where attention_decode takes its split-KV kernels (f16/bf16, head_dim 64 or 128), one kernel
 // does it all: each block normalises and rotates its own query heads, the new key and value enter
 // its tiles from shared memory as they are appended (the cache rows are bit-identical to
-// qk_norm_rope_kv_append's), and the last block of each KV head to finish merges the chunks (up
-// to 8; beyond, a second kernel). The output equals attention_decode's when a sequence takes one
-// chunk, and to rounding otherwise. As a programmatic dependent launch, the kernel reads the
+// qk_norm_rope_kv_append's); a sequence of up to 256 keys is one chunk, a longer one is split and
+// a second kernel merges the chunks (attention_decode's). The output equals attention_decode's
+// when a sequence takes one chunk, and to rounding otherwise. As a programmatic dependent launch, the kernel reads the
 // cache's older keys, kv_lens and the page table before the kernel before it in the stream has
 // finished: that kernel must not write them (in a decode step it is the QKV projection).
 // Elsewhere the two ops run in sequence. Graph-capturable.

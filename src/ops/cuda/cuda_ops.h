@@ -57,7 +57,7 @@ void attention_decode(const Tensor& q, const ops::PagedKV& kv, float softmax_sca
                       const Tensor& out, const Tensor& lse, const Tensor& workspace, int splits,
                       Stream stream);
 // qk_norm_rope_kv_append_attention_decode's kernel (the same splits), where it runs (the split
-// kernels' dtypes and head_dims); counters as ops::attention_decode_counters sizes them.
+// kernels' dtypes and head_dims); counters is no longer read (the op's contract).
 bool attention_decode_append_supported(const Tensor& q, const ops::PagedKV& kv);
 void attention_decode_append(const Tensor& q, const Tensor& k, const Tensor& v,
                              const Tensor& q_norm, const Tensor& k_norm, float eps,

@@ -19,17 +19,19 @@
 //
 // The grid depends only on shapes (the page table's capacity, not kv_lens), so it is the same on
 // every decode step and can be captured in a CUDA graph. The chunk length is computed on the
-// device from each sequence's kv_len (chunk_keys): a short sequence in a large page table is cut
-// into short chunks too, instead of leaving all its keys to one block. Blocks whose chunk starts
-// past their sequence's end exit at once, and the combine reads only the chunks that hold keys.
+// device from each sequence's kv_len (chunk_keys): a sequence of up to kOneChunkKeys keys is one
+// chunk, and a longer one is cut into as many chunks as the grid has, whatever its length, instead
+// of leaving all its keys to a few blocks. Blocks whose chunk starts past their sequence's end
+// exit at once, and the combine reads only the chunks that hold keys.
 //
 // The decode step's variant (kAppend, attention_decode_append) also does the step's
 // qk_norm_rope_kv_append itself: each block normalises and rotates its own query heads (from the
 // QKV projection's output, which it leaves as it is), and the block whose chunk ends with the new
 // key rotates that key, takes it and the new value into its tiles from shared memory, and (one
-// block per KV head) appends both to the cache. Up to kMaxBlockMergeSplits chunks are merged by
-// the last block of each (sequence, KV head, head block) to finish (a counter per unit, left at
-// zero), not by a second kernel. Three kernels of a layer's decode step become one.
+// block per KV head) appends both to the cache. Three kernels of a layer's decode step become one
+// (two past kOneChunkKeys keys: the combine kernel). The last block of each unit used to merge a
+// few chunks itself (a counter per unit); against the combine kernel that measured slower
+// (attention_decode.md, "The last block's merge against the combine kernel"), and it went.
 //
 // Shared-memory rows are 128 or 256 bytes, so the 16-byte pieces of a row are stored XOR-swizzled
 // by (row % 8): the eight rows one ldmatrix reads then fall in different banks.
@@ -55,10 +57,12 @@ constexpr int kThreads = kWarps * 32;
 constexpr int kRows = 16;       // query heads per block: the mma's M
 constexpr int kTileKeys = 64;   // keys per pipeline stage: 16 per warp
 constexpr int kStages = 3;      // tiles in shared memory (two in flight while one is used)
-constexpr int kMinSplitKeys = 128;  // EXPERIMENT (attention_decode.md, last section): as max_model_len tables split
-constexpr int kOneChunkKeys = 256;  // EXPERIMENT: and no split at all up to this many keys
+// The chunk rule (chunk_keys; attention_decode.md, "Chunk rule v2"): the grid splits a page table
+// into chunks of at least kMinSplitKeys keys, and a sequence of up to kOneChunkKeys keys is one
+// chunk whatever the grid (its block writes the output; split, it measured slower).
+constexpr int kMinSplitKeys = 128;
+constexpr int kOneChunkKeys = 256;
 constexpr int kMinChunkTiles = kStages - 1;  // a chunk's first tiles are all in flight at once
-constexpr int kMaxBlockMergeSplits = 1;  // EXPERIMENT: the combine kernel always (then the counters can go)
 constexpr int kMaxDevices = 64;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
@@ -78,7 +82,6 @@ struct DecodeArgs {
   int max_pages, page_size;
   int splits;         // the grid's chunks per sequence (a sequence may use fewer: chunk_keys)
   float scale_log2;   // softmax_scale * log2(e): scores go straight to exp2
-  int* counters;      // per (sequence, KV head, head block): the last block merges; null: a kernel
 };
 
 // The decode step's own token (kAppend): its q, k and v heads as the QKV projection wrote them.
@@ -313,52 +316,6 @@ __device__ __forceinline__ void put_new_row(unsigned char* k_stage, unsigned cha
   }
 }
 
-// The last block of a (sequence, KV head, head block) merges its `used` chunks for its rows, as
-// decode_combine_kernel does for one head: out = sum_s w_s o_s, w_s = exp(lse_s - lse). A warp per
-// row finds the weights (into `weights`, rows x used floats of shared memory), then each thread
-// adds up four dimensions of one row over the chunks. The partials come from other blocks of this
-// grid, so they are read through L2 (__ldcg), never from a stale L1 line.
-template <typename T, int D>
-__device__ __forceinline__ void combine_in_block(const DecodeArgs& a, int b, int head0, int rows,
-                                                 int used, float* weights) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int r = warp; r < rows; r += kWarps) {
-    const int64_t item = static_cast<int64_t>(b) * a.q_heads + head0 + r;
-    const float* lse_s = a.part_lse + item * a.splits;
-    float mx = -INFINITY;
-    for (int s = lane; s < used; s += 32) mx = fmaxf(mx, __ldcg(lse_s + s));
-    mx = warp_max(mx);
-    float sum = 0.0f;
-    for (int s = lane; s < used; s += 32) sum += expf(__ldcg(lse_s + s) - mx);
-    sum = warp_sum(sum);
-    const float inv_sum = 1.0f / sum;
-    for (int s = lane; s < used; s += 32) weights[r * used + s] = expf(__ldcg(lse_s + s) - mx) * inv_sum;
-    if (a.lse != nullptr && lane == 0) a.lse[item] = mx + logf(sum);
-  }
-  __syncthreads();
-  constexpr int kQuads = D / 4;
-  for (int i = threadIdx.x; i < rows * kQuads; i += kThreads) {
-    const int r = i / kQuads, d = i % kQuads * 4;
-    const int64_t item = static_cast<int64_t>(b) * a.q_heads + head0 + r;
-    const float* o_s = a.part_o + item * a.splits * D + d;
-    const float* w = weights + r * used;
-    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll 4
-    for (int s = 0; s < used; ++s) {
-      const float4 o = __ldcg(reinterpret_cast<const float4*>(o_s + static_cast<int64_t>(s) * D));
-      acc.x = fmaf(w[s], o.x, acc.x);
-      acc.y = fmaf(w[s], o.y, acc.y);
-      acc.z = fmaf(w[s], o.z, acc.z);
-      acc.w = fmaf(w[s], o.w, acc.w);
-    }
-    T* out = static_cast<T*>(a.out) + b * a.out_stride_b + (head0 + r) * a.out_stride_h + d;
-    out[0] = from_float<T>(acc.x);
-    out[1] = from_float<T>(acc.y);
-    out[2] = from_float<T>(acc.z);
-    out[3] = from_float<T>(acc.w);
-  }
-}
-
 template <typename T, int D, bool kAppend>
 __global__ void __launch_bounds__(kThreads)
     decode_split_kernel(const DecodeArgs a, const AppendArgs ap, const ops::RopeTable rope) {
@@ -590,25 +547,6 @@ __global__ void __launch_bounds__(kThreads)
     else if (a.lse != nullptr)
       a.lse[b * a.q_heads + h] = lse;
   }
-  if (direct || a.counters == nullptr) return;
-
-  // The last of the unit's `used` blocks to get here merges their chunks. Each thread's partials
-  // are made visible device-wide before the block is counted (the threadfence pattern of the CUDA
-  // programming guide); the last block's fence orders its reads after the count.
-  __shared__ bool last;
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    int* counter = a.counters + (static_cast<int64_t>(b) * a.kv_heads + kvh) * a.head_blocks + hb;
-    last = atomicAdd(counter, 1) == used - 1;
-    if (last) *counter = 0;  // every block of this call has counted: ready for the next call
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  // The merge's shared memory is free again (every thread is past its reads of it).
-  static_assert(kRows * kMaxBlockMergeSplits * 4 <= 2 * kStages * kStageBytes, "the weights fit");
-  combine_in_block<T, D>(a, b, head0, rows, used, reinterpret_cast<float*>(k_stages));
 }
 
 // One block per (sequence, query head): out = sum_s w_s o_s with w_s = exp(lse_s - lse), over
@@ -741,8 +679,7 @@ int grid_splits(const ops::PagedKV& kv, int splits) {
 }
 
 DecodeArgs decode_args(const Tensor& q, const ops::PagedKV& kv, float softmax_scale,
-                       const Tensor& out, const Tensor& lse, const Tensor& workspace, int splits,
-                       int* counters) {
+                       const Tensor& out, const Tensor& lse, const Tensor& workspace, int splits) {
   const int64_t batch = q.shape[0], head_dim = q.shape[2];
   const int q_heads = static_cast<int>(q.shape[1]), kv_heads = static_cast<int>(kv.k_pages.shape[2]);
   float* part_o = workspace.ptr<float>();
@@ -752,7 +689,7 @@ DecodeArgs decode_args(const Tensor& q, const ops::PagedKV& kv, float softmax_sc
           q.strides[0], q.strides[1], out.strides[0], out.strides[1],
           q_heads, kv_heads, q_heads / kv_heads, head_blocks(q, kv),
           static_cast<int>(kv.page_table.shape[1]), static_cast<int>(kv.k_pages.shape[1]),
-          splits, softmax_scale * kLog2e, counters};
+          splits, softmax_scale * kLog2e};
 }
 
 dim3 split_grid(const DecodeArgs& a, int64_t batch) {
@@ -794,7 +731,7 @@ void attention_decode(const Tensor& q, const ops::PagedKV& kv, float softmax_sca
     return;
   }
   const DecodeArgs a =
-      decode_args(q, kv, softmax_scale, out, lse, workspace, grid_splits(kv, splits), nullptr);
+      decode_args(q, kv, softmax_scale, out, lse, workspace, grid_splits(kv, splits));
   dispatch_split(q, [&](auto tag, auto dim) {
     using T = decltype(tag);
     constexpr int D = decltype(dim)::value;
@@ -819,7 +756,7 @@ void attention_decode_append(const Tensor& q, const Tensor& k, const Tensor& v,
                              const Tensor& positions, const ops::RopeTable& table,
                              const Tensor& slots, const ops::PagedKV& kv, float softmax_scale,
                              const Tensor& out, const Tensor& lse, const Tensor& workspace,
-                             const Tensor& counters, int splits, Stream stream) {
+                             [[maybe_unused]] const Tensor& counters, int splits, Stream stream) {
   auto s = static_cast<cudaStream_t>(stream.handle);
   const int64_t batch = q.shape[0];
   const bool norm = q_norm.data != nullptr;
@@ -842,17 +779,12 @@ void attention_decode_append(const Tensor& q, const Tensor& k, const Tensor& v,
   dispatch_split(q, [&](auto tag, auto dim) {
     using T = decltype(tag);
     constexpr int D = decltype(dim)::value;
-    // The last block merges a few chunks faster than a second kernel; past kMaxBlockMergeSplits
-    // the combine kernel's block per head is faster (Llama-3.2-1B at 32768 keys, 32 chunks: +44 us
-    // a step merged in the last block, docs/perf/decode.md, version 5).
-    const bool merge_in_block = splits <= kMaxBlockMergeSplits;
-    const DecodeArgs a = decode_args(q, kv, softmax_scale, out, lse, workspace, splits,
-                                     merge_in_block ? counters.ptr<int32_t>() : nullptr);
+    const DecodeArgs a = decode_args(q, kv, softmax_scale, out, lse, workspace, splits);
     blocks_per_sm<T, D>();  // sets the shared-memory attribute on first use
     launch_programmatic(decode_split_kernel<T, D, true>, split_grid(a, batch), kThreads,
                         smem_bytes<T, D>(), s, a, ap, table);
     BRAID_CUDA_CHECK_LAUNCH();
-    if (a.splits > 1 && !merge_in_block) {
+    if (a.splits > 1) {
       launch_programmatic(decode_combine_kernel<T, D>,
                           static_cast<unsigned>(batch * a.q_heads), kThreads, 0, s, a);
       BRAID_CUDA_CHECK_LAUNCH();
