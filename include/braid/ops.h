@@ -737,9 +737,10 @@ void qk_norm_rope_kv_append(const Tensor& q, const Tensor& k, const Tensor& v,
 // its tiles from shared memory as they are appended (the cache rows are bit-identical to
 // qk_norm_rope_kv_append's); a sequence of up to 256 keys is one chunk, a longer one is split and
 // a second kernel merges the chunks (attention_decode's). The output equals attention_decode's
-// when a sequence takes one chunk, and to rounding otherwise. As a programmatic dependent launch, the kernel reads the
-// cache's older keys, kv_lens and the page table before the kernel before it in the stream has
-// finished: that kernel must not write them (in a decode step it is the QKV projection).
+// when a sequence takes one chunk, and to rounding otherwise. As a programmatic dependent launch,
+// the kernel reads the cache's older keys, kv_lens and the page table before the kernel before it
+// in the stream has finished: that kernel must not write them (in a decode step it is the QKV
+// projection).
 // Elsewhere the two ops run in sequence. Graph-capturable.
 int64_t attention_decode_counters(int64_t batch, int64_t q_heads, int64_t kv_heads);
 void qk_norm_rope_kv_append_attention_decode(const Tensor& q, const Tensor& k, const Tensor& v,

@@ -20,9 +20,10 @@
 // The grid depends only on shapes (the page table's capacity, not kv_lens), so it is the same on
 // every decode step and can be captured in a CUDA graph. The chunk length is computed on the
 // device from each sequence's kv_len (chunk_keys): a sequence of up to kOneChunkKeys keys is one
-// chunk, and a longer one is cut into as many chunks as the grid has, whatever its length, instead
-// of leaving all its keys to a few blocks. Blocks whose chunk starts past their sequence's end
-// exit at once, and the combine reads only the chunks that hold keys.
+// chunk, and a longer one is cut into up to the grid's number of chunks (of at least
+// kMinChunkTiles tiles) whatever the page table's size, instead of leaving its keys to a few
+// blocks. Blocks whose chunk starts past their sequence's end exit at once, and the combine reads
+// only the chunks that hold keys.
 //
 // The decode step's variant (kAppend, attention_decode_append) also does the step's
 // qk_norm_rope_kv_append itself: each block normalises and rotates its own query heads (from the
@@ -101,7 +102,8 @@ struct AppendArgs {
 
 // Keys per chunk for a sequence of kv_len keys and a grid of `splits` chunks: whole tiles, at
 // least kMinChunkTiles of them. ceil(kv_len / chunk) <= splits, so the grid always covers it.
-// A sequence of up to kOneChunkKeys keys is one chunk whatever the grid (split, it measured slower).
+// A sequence of up to kOneChunkKeys keys is one chunk whatever the grid (split, it measured
+// slower).
 __host__ __device__ __forceinline__ int chunk_keys(int kv_len, int splits) {
   if (kv_len <= kOneChunkKeys) splits = 1;
   const int per_split = (kv_len + splits - 1) / splits;
@@ -256,8 +258,10 @@ __device__ __forceinline__ void rotate_into_tiles(const AppendArgs& ap, const op
                                        : static_cast<const int32_t*>(ap.positions)[b];
   qk_rope::cos_sin(table, static_cast<float>(pos), cos_s, sin_s);
   unsigned char* q_bytes = reinterpret_cast<unsigned char*>(q_tile);
-  for (int p = threadIdx.x; p < (kRows - rows) * kPieces; p += kThreads)  // 16 bytes at a time
-    *reinterpret_cast<uint4*>(q_bytes + swizzled<D>(rows + p / kPieces, p % kPieces)) = make_uint4(0, 0, 0, 0);
+  for (int p = threadIdx.x; p < (kRows - rows) * kPieces; p += kThreads) {  // 16 bytes at a time
+    const int r = rows + p / kPieces;
+    *reinterpret_cast<uint4*>(q_bytes + swizzled<D>(r, p % kPieces)) = make_uint4(0, 0, 0, 0);
+  }
 #pragma unroll
   for (int j = 0; j < kLoads; ++j) {
     const int p = static_cast<int>(threadIdx.x) + j * kThreads;
