@@ -269,7 +269,8 @@ Workspace::Workspace(const ModelConfig& c, int T, Device d, DType t, int64_t dec
       floats = std::max(floats, ops::attention_decode_workspace_floats(b, c.num_heads, c.head_dim,
                                                                        decode_kv_capacity));
     decode_attention = OwnedTensor(DType::f32, {floats}, d);
-    // Zero once (a synchronous copy); the decode kernel leaves its counters at zero.
+    // Zero once (a synchronous copy), as the op's contract asks; its CUDA kernel no longer reads
+    // them (docs/perf/attention_decode.md, "Chunk rule v2").
     const int64_t counters = std::max<int64_t>(
         ops::attention_decode_counters(batch, c.num_heads, c.num_kv_heads), 1);
     decode_counters = OwnedTensor(DType::i32, {counters}, d);

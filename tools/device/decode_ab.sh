@@ -24,9 +24,7 @@ for v in "$B"/variants/*/; do [[ -x "$v/braidinfer" ]] && builds+=("$(basename "
 default_bins="" test_bins=()
 for b in "${builds[@]}"; do
   default_bins+="${default_bins:+ }${b%%=*}=${b#*=}/braidinfer"
-  for t in "${b#*=}/tests/braid_tests" "${b#*=}/braid_tests"; do
-    [[ -x "$t" ]] && { test_bins+=("${b%%=*}=$t"); break; }
-  done
+  [[ -x "${b#*=}/tests/braid_tests" ]] && test_bins+=("${b%%=*}=${b#*=}/tests/braid_tests")
 done
 DECODE_TESTS=${DECODE_TESTS:-'ProgrammaticLaunch*:FusedGemm*:Gemv*:Argmax*:*AttentionDecode*:*Golden*:EngineGraph*'}
 for t in "${test_bins[@]}"; do

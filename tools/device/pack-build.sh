@@ -9,7 +9,8 @@
 # COMMIT holds the commit packed (with +dirty for uncommitted changes), which the binaries record.
 #
 # A/B builds travel in the same archive: VARIANTS="NAME=DIR ..." copies DIR's braidinfer (and
-# tests/braid_tests, where DIR has one) into .device/build/variants/NAME/ (tools/device/
+# tests/braid_tests, where DIR has one) into .device/build/variants/NAME/, laid out as the main
+# build (tools/device/
 # build-variant.sh makes such a DIR from a branch). The archive's dictionary spans all of them,
 # so each variant costs only what differs from the main build: five builds of braidinfer and
 # braid_tests packed into 13 MB (2026-12-06), where one build alone took 17.5 MB at xz's default.
@@ -35,10 +36,13 @@ echo "$commit" > "$DST/COMMIT"
 [[ "${NO_PYTHON_LIB:-0}" == 1 ]] && rm -f "$DST/libbraid.so"
 for v in ${VARIANTS:-}; do
   name=${v%%=*} dir=${v#*=}
-  mkdir -p "$DST/variants/$name"
+  mkdir -p "$DST/variants/$name/tests"
   cp "$dir/braidinfer" "$DST/variants/$name/"
-  [[ -f "$dir/tests/braid_tests" ]] && cp "$dir/tests/braid_tests" "$DST/variants/$name/"
-  strip --strip-unneeded "$DST/variants/$name"/*
+  strip --strip-unneeded "$DST/variants/$name/braidinfer"
+  if [[ -f "$dir/tests/braid_tests" ]]; then
+    cp "$dir/tests/braid_tests" "$DST/variants/$name/tests/"
+    strip --strip-unneeded "$DST/variants/$name/tests/braid_tests"
+  fi
 done
 # One dictionary over the whole folder (xz -9's is 64 MiB, less than one build): unpacking needs
 # about as much memory as the dictionary.
