@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <type_traits>
 
 #include "braid/stream.h"
@@ -807,5 +808,44 @@ void gemm_add(const Tensor& a, const Weight& w, const Tensor& bias, const Tensor
 //   residual [m, n] rows (in-out);  act [m, I] rows, scratch [m, n] rows: all gate_up's dtype
 void swiglu_gemm_add(const Tensor& gate_up, const Weight& w, const Tensor& residual,
                      const Tensor& act, const Tensor& scratch, Stream stream = {});
+
+// gemv_chain: the fused products above (rms_norm_gemm, gemm_add, swiglu_gemm_add), run in order
+// as one op, each stage free to read what the stages before it wrote: a decode layer's o_proj ->
+// gate_up -> down -> the next layer's qkv. Results are the ops' (their roundings), up to the order
+// of the fp32 sums. On CUDA (compute 9.0+), for one activation row and 16-bit weights, one
+// persistent kernel runs every stage: each SM streams its share of every stage's weights through
+// a ring in shared memory from the start, while the stages wait on each other through a grid-wide
+// counter, so the weight stream does not stop (and ramp up again) at each product's boundary
+// (docs/perf/decode.md, version 17). Otherwise, and on the CPU, the ops run one after another.
+// The kernel's blocks all wait on each other, one per SM: while another kernel holds SMs for
+// its whole run (a persistent kernel on another stream or process, another gemv_chain), it may
+// not get them all; a stage that is not reached within ~10 s stops the kernel with a CUDA error
+// rather than hang.
+//   stages   1 to kMaxChainStages, each checked as its op checks its arguments
+//   counter  [1] i32 on the stages' device, zero at the call; the kernel leaves it zero. Chains
+//            that may run at the same time (programmatic launch) need a counter each.
+struct ChainStage {
+  enum class Op { rms_norm_gemm, gemm_add, swiglu_gemm_add };
+  Op op = Op::gemm_add;
+  Tensor x;            // rms_norm_gemm's x, gemm_add's a, swiglu_gemm_add's gate_up
+  Tensor norm_weight;  // rms_norm_gemm
+  float eps = 0.0f;    // rms_norm_gemm
+  Weight w;
+  Tensor bias;         // rms_norm_gemm, gemm_add (or undefined)
+  Tensor out;          // rms_norm_gemm's out; gemm_add's and swiglu_gemm_add's residual
+  Tensor scratch;      // rms_norm_gemm's normed; gemm_add's and swiglu_gemm_add's scratch
+  Tensor act;          // swiglu_gemm_add's act
+
+  // The stage of each op, with the op's own arguments.
+  static ChainStage rms_norm_gemm(const Tensor& x, const Tensor& norm_weight, float eps,
+                                  const Weight& w, const Tensor& bias, const Tensor& out,
+                                  const Tensor& normed);
+  static ChainStage gemm_add(const Tensor& a, const Weight& w, const Tensor& bias,
+                             const Tensor& residual, const Tensor& scratch);
+  static ChainStage swiglu_gemm_add(const Tensor& gate_up, const Weight& w, const Tensor& residual,
+                                    const Tensor& act, const Tensor& scratch);
+};
+constexpr int kMaxChainStages = 8;
+void gemv_chain(std::span<const ChainStage> stages, const Tensor& counter, Stream stream = {});
 
 }  // namespace braid::ops

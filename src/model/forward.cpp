@@ -36,6 +36,26 @@ bool decode_attention_joined() {
   return joined;
 }
 
+// Whether a one-token step runs each dense layer's o_proj, gate_up and down, and the next layer's
+// qkv, as one gemv_chain. It paid where a layer's GEMVs are short and the model is all dense
+// layers (docs/perf/decode.md, version 17: Qwen2.5-0.5B and Llama-3.2-1B, 30 and 122 MB a
+// layer, faster; Llama-3.1-8B, 436 MB, slower on an H200; the DeepSeek-OCR LM, one dense layer
+// before its MoE layers, level). BRAID_GEMV_CHAIN=0 / =1 turns it off / on for every dense layer
+// (to time both in one call).
+constexpr int64_t kChainMaxLayerBytes = int64_t{160} << 20;
+bool gemv_chain_wanted(const ModelConfig& c, const Weights& w) {
+  static const char* const forced = std::getenv("BRAID_GEMV_CHAIN");
+  if (forced != nullptr && std::strcmp(forced, "0") == 0) return false;
+  if (forced != nullptr && std::strcmp(forced, "1") == 0) return true;
+  for (int l = 0; l < c.num_layers; ++l)
+    if (c.layer_is_moe(l)) return false;
+  if (w.layers.empty()) return false;
+  const LayerWeights& lw = w.layers.front();  // a dense model's layers are alike
+  const int64_t bytes =
+      lw.qkv.nbytes() + lw.o_proj.nbytes() + lw.gate_up.nbytes() + lw.down.nbytes();
+  return bytes <= kChainMaxLayerBytes;
+}
+
 // BRAID_FP8_EXPERTS=e4m3 quantizes the fp8 experts' decode activations (moe_experts'
 // quantize_activations: per 128 columns, as the prompt path's fp8 grouped GEMMs quantize them, on
 // the fp8 tensor cores). Off by default: on an H100 it did not speed up Qwen3-30B-A3B-FP8's step
@@ -278,6 +298,13 @@ Workspace::Workspace(const ModelConfig& c, int T, Device d, DType t, int64_t dec
     copy(Tensor(const_cast<int32_t*>(zeros.data()), DType::i32, Device::cpu(), {counters}),
          decode_counters.view());
   }
+  if (decode_kv_capacity > 0) {
+    // gemv_chain's, one per layer (a layer's chain may start before the one before has ended).
+    chain_counters = OwnedTensor(DType::i32, {c.num_layers}, d);
+    const std::vector<int32_t> zeros(static_cast<size_t>(c.num_layers), 0);
+    copy(Tensor(const_cast<int32_t*>(zeros.data()), DType::i32, Device::cpu(), {c.num_layers}),
+         chain_counters.view());
+  }
   if (gather_tokens > 0 && !c.mla()) {
     gathered_k = OwnedTensor(t, {gather_tokens, c.num_kv_heads, c.head_dim}, d);
     gathered_v = OwnedTensor(t, {gather_tokens, c.num_kv_heads, c.head_dim}, d);
@@ -326,11 +353,20 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
     ops::embedding(in.tokens, w.embed, residual, s);
   }
   mark("embedding", -1);
+  // A one-token step (decode) runs each dense layer's o_proj, gate_up and down, and the next
+  // layer's qkv, as one gemv_chain (one kernel on CUDA, whose weight stream does not stop between
+  // them); the probe (bench --breakdown) times the ops one by one instead.
+  const bool chain = n == 1 && !tp && !probe && ws.chain_counters.view().ndim != 0 &&
+                     gemv_chain_wanted(c, w);
+  bool qkv_done = false;  // by the chain of the layer before
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
     // The residual stream is only ever added to; each block's RMSNorm runs inside the projection
     // that consumes it (one kernel in the decode step; norm + gemm for longer inputs).
-    ops::rms_norm_gemm(residual, lw.attn_norm, eps, {lw.qkv, lw.qkv_scale}, lw.qkv_bias, qkv, normed, s);
+    if (!qkv_done)
+      ops::rms_norm_gemm(residual, lw.attn_norm, eps, {lw.qkv, lw.qkv_scale}, lw.qkv_bias, qkv,
+                         normed, s);
+    qkv_done = false;
     mark("qkv_proj", l);
     if (c.mla()) {
       mla_attention(c, lw, cache.k[static_cast<size_t>(l)].view(), ws, in, n, page_table, attn, s);
@@ -360,6 +396,23 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
           ops::attention(q, in.cu_seqlens_q, kv, /*causal=*/true, scale, attn_heads, Tensor{}, s);
       }
       mark("attention", l);
+    }
+    if (chain && !c.layer_is_moe(l)) {
+      const int64_t I = lw.gate_up.shape[0] / 2;
+      const Tensor mlp = rows(ws.mlp, n).slice(1, 0, 2 * I), act = rows(ws.act, n).slice(1, 0, I);
+      std::vector<ops::ChainStage> stages = {
+          ops::ChainStage::gemm_add(attn, {lw.o_proj, lw.o_proj_scale}, lw.o_bias, residual, proj),
+          ops::ChainStage::rms_norm_gemm(residual, lw.mlp_norm, eps, {lw.gate_up, lw.gate_up_scale},
+                                         Tensor{}, mlp, normed),
+          ops::ChainStage::swiglu_gemm_add(mlp, {lw.down, lw.down_scale}, residual, act, proj)};
+      if (l + 1 < c.num_layers) {
+        const LayerWeights& next = w.layers[static_cast<size_t>(l) + 1];
+        stages.push_back(ops::ChainStage::rms_norm_gemm(
+            residual, next.attn_norm, eps, {next.qkv, next.qkv_scale}, next.qkv_bias, qkv, normed));
+        qkv_done = true;
+      }
+      ops::gemv_chain(stages, ws.chain_counters.view().slice(0, l, l + 1), s);
+      continue;
     }
     if (tp) {  // row-parallel: the bias once (rank 0), then the sum of the ranks' products
       ops::gemm(attn, {lw.o_proj, lw.o_proj_scale}, tp->rank == 0 ? lw.o_bias : Tensor{}, proj, s);

@@ -142,4 +142,10 @@ void swiglu_gemm_add(const Tensor& gate_up, const Tensor& w, const Tensor& w_sca
                      const Tensor& residual, const Tensor& act, const Tensor& scratch,
                      Stream stream);
 
+// gemv_chain's persistent kernel (gemv/gemv_chain.cu): whether it takes the stages (one row,
+// 16-bit weights, k % 8 == 0, aligned rows, compute 9.0+), and the launch. The stages and the
+// counter are checked (ops::gemv_chain).
+bool gemv_chain_takes(std::span<const ops::ChainStage> stages);
+void gemv_chain(std::span<const ops::ChainStage> stages, const Tensor& counter, Stream stream);
+
 }  // namespace braid::cuda

@@ -5,6 +5,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <set>
 #include <utility>
@@ -52,6 +54,20 @@ void opt_in(Kernel* kernel, int smem) {
   if (done.count({reinterpret_cast<const void*>(kernel), dev})) return;
   BRAID_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   done.insert({reinterpret_cast<const void*>(kernel), dev});
+}
+
+// BRAID_SMEM_CARVEOUT=max: the kernels that share SMs with gemv_chain in a decode step (its own,
+// the decode attention's) ask for the largest shared-memory carveout, so that an SM's L1 /
+// shared split is the same for all of them (an SM changes it only when idle). An experiment
+// switch (docs/perf/decode.md, version 17); called where their other attributes are set.
+inline void prefer_max_shared_if_asked(const void* kernel) {
+  static const bool asked = [] {
+    const char* v = std::getenv("BRAID_SMEM_CARVEOUT");
+    return v != nullptr && std::strcmp(v, "max") == 0;
+  }();
+  if (asked)
+    BRAID_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                          cudaSharedmemCarveoutMaxShared));
 }
 
 }  // namespace braid::cuda

@@ -13,7 +13,8 @@
 //   - pdl::launch_dependents() lets the next kernel's blocks be scheduled once every block of this
 //     one has issued it (or exited). The small kernels issue it right after their wait; the GEMVs
 //     after their weight stream (the next kernel's early loads would compete with it); the
-//     attention split kernel before its wait, so that its combine is staged with it.
+//     attention split kernel and its combine before their wait, so that what follows is staged
+//     with them; gemv_chain at the start of its last stage.
 // Both instructions do nothing in a kernel launched the ordinary way, so the kernels stay correct
 // under either launch. BRAID_PDL=0 in the environment launches everything the ordinary way (to
 // measure one against the other in the same call).

@@ -7,6 +7,7 @@
 #include "core/device_guard.h"
 #include "ops/check.h"
 #include "ops/cpu/cpu_ops.h"
+#include "ops/gemm/fused_gemm_check.h"
 #include "ops/gemm/weight_check.h"
 #if BRAID_WITH_CUDA
 #include "ops/cuda/cuda_ops.h"
@@ -79,6 +80,55 @@ int64_t check_norm_product(const char* op, const Tensor& x, const Tensor& norm_w
 
 }  // namespace
 
+namespace fused_check {
+
+Device rms_norm_gemm(const char* op, const Tensor& x, const Tensor& norm_weight, float eps,
+                     const Weight& w, const Tensor& bias, const Tensor& out, const Tensor& normed) {
+  const int64_t n = check_norm_product(op, x, norm_weight, eps, w);
+  const int64_t m = x.size(0), k = x.size(1);
+  check::defined(op, "out", out);
+  if (out.dtype != x.dtype && out.dtype != DType::f32)
+    check::fail(ErrorKind::dtype, op, "out",
+                "dtype " + std::string(dtype_name(x.dtype)) + " or f32 (x's dtype, or f32)",
+                std::string(dtype_name(out.dtype)));
+  check_fp8_out(op, w, out, x.dtype);
+  check_bias(op, bias, out.dtype, n);
+  check_matrix(op, "out", out, out.dtype, m, n);
+  check_matrix(op, "normed", normed, x.dtype, m, k);
+  return check::same_device(op, {{"x", &x}, {"norm_weight", &norm_weight}, {"w", &w.w},
+                                 {"w.scale", &w.scale}, {"bias", &bias}, {"out", &out},
+                                 {"normed", &normed}});
+}
+
+Device gemm_add(const char* op, const Tensor& a, const Weight& w, const Tensor& bias,
+                const Tensor& residual, const Tensor& scratch) {
+  check_activations(op, "a", a);
+  const int64_t m = a.size(0), k = a.size(1);
+  const int64_t n = check_weight(op, w, a.dtype, k);
+  check_bias(op, bias, a.dtype, n);
+  check_matrix(op, "residual", residual, a.dtype, m, n);
+  check_matrix(op, "scratch", scratch, a.dtype, m, n);
+  return check::same_device(op, {{"a", &a}, {"w", &w.w}, {"w.scale", &w.scale}, {"bias", &bias},
+                                 {"residual", &residual}, {"scratch", &scratch}});
+}
+
+Device swiglu_gemm_add(const char* op, const Tensor& gate_up, const Weight& w,
+                       const Tensor& residual, const Tensor& act, const Tensor& scratch) {
+  check_activations(op, "gate_up", gate_up);
+  if (gate_up.size(1) % 2 != 0)
+    check::fail(ErrorKind::shape, op, "gate_up", "an even last dimension (gate | up halves)",
+                "shape " + shape_string(gate_up));
+  const int64_t m = gate_up.size(0), inter = gate_up.size(1) / 2;
+  const int64_t n = check_weight(op, w, gate_up.dtype, inter);
+  check_matrix(op, "residual", residual, gate_up.dtype, m, n);
+  check_matrix(op, "act", act, gate_up.dtype, m, inter);
+  check_matrix(op, "scratch", scratch, gate_up.dtype, m, n);
+  return check::same_device(op, {{"gate_up", &gate_up}, {"w", &w.w}, {"w.scale", &w.scale},
+                                 {"residual", &residual}, {"act", &act}, {"scratch", &scratch}});
+}
+
+}  // namespace fused_check
+
 void add_inplace(const Tensor& x, const Tensor& residual, Stream stream) {
   const char* op = "add_inplace";
   check::defined(op, "x", x);
@@ -107,21 +157,8 @@ namespace {
 void rms_norm_gemm_op(const char* op, const Tensor& x, const Tensor& norm_weight, float eps,
                       const Weight& w, const Tensor& bias, const Tensor& out, const Tensor& normed,
                       bool keep_normed, Stream stream) {
-  const int64_t n = check_norm_product(op, x, norm_weight, eps, w);
-  const int64_t m = x.size(0), k = x.size(1);
-  check::defined(op, "out", out);
-  if (out.dtype != x.dtype && out.dtype != DType::f32)
-    check::fail(ErrorKind::dtype, op, "out",
-                "dtype " + std::string(dtype_name(x.dtype)) + " or f32 (x's dtype, or f32)",
-                std::string(dtype_name(out.dtype)));
-  check_fp8_out(op, w, out, x.dtype);
-  check_bias(op, bias, out.dtype, n);
-  check_matrix(op, "out", out, out.dtype, m, n);
-  check_matrix(op, "normed", normed, x.dtype, m, k);
-  Device dev = check::same_device(op, {{"x", &x}, {"norm_weight", &norm_weight}, {"w", &w.w},
-                                       {"w.scale", &w.scale}, {"bias", &bias}, {"out", &out},
-                                       {"normed", &normed}});
-  if (m == 0) return;
+  const Device dev = fused_check::rms_norm_gemm(op, x, norm_weight, eps, w, bias, out, normed);
+  if (x.size(0) == 0) return;
   if (dev.is_cpu()) return cpu::rms_norm_gemm(x, norm_weight, eps, w.w, bias, out, normed, w.scale);
 #if BRAID_WITH_CUDA
   DeviceGuard guard(dev);
@@ -172,17 +209,8 @@ void rms_norm_gemm_argmax(const Tensor& x, const Tensor& norm_weight, float eps,
 
 void gemm_add(const Tensor& a, const Weight& w, const Tensor& bias, const Tensor& residual,
               const Tensor& scratch, Stream stream) {
-  const char* op = "gemm_add";
-  check_activations(op, "a", a);
-  const int64_t m = a.size(0), k = a.size(1);
-  const int64_t n = check_weight(op, w, a.dtype, k);
-  check_bias(op, bias, a.dtype, n);
-  check_matrix(op, "residual", residual, a.dtype, m, n);
-  check_matrix(op, "scratch", scratch, a.dtype, m, n);
-  Device dev = check::same_device(op, {{"a", &a}, {"w", &w.w}, {"w.scale", &w.scale},
-                                       {"bias", &bias}, {"residual", &residual},
-                                       {"scratch", &scratch}});
-  if (m == 0) return;
+  const Device dev = fused_check::gemm_add("gemm_add", a, w, bias, residual, scratch);
+  if (a.size(0) == 0) return;
   if (dev.is_cpu()) return cpu::gemm_add(a, w.w, bias, residual, scratch, w.scale);
 #if BRAID_WITH_CUDA
   DeviceGuard guard(dev);
@@ -194,20 +222,9 @@ void gemm_add(const Tensor& a, const Weight& w, const Tensor& bias, const Tensor
 
 void swiglu_gemm_add(const Tensor& gate_up, const Weight& w, const Tensor& residual,
                      const Tensor& act, const Tensor& scratch, Stream stream) {
-  const char* op = "swiglu_gemm_add";
-  check_activations(op, "gate_up", gate_up);
-  if (gate_up.size(1) % 2 != 0)
-    check::fail(ErrorKind::shape, op, "gate_up", "an even last dimension (gate | up halves)",
-                "shape " + shape_string(gate_up));
-  const int64_t m = gate_up.size(0), inter = gate_up.size(1) / 2;
-  const int64_t n = check_weight(op, w, gate_up.dtype, inter);
-  check_matrix(op, "residual", residual, gate_up.dtype, m, n);
-  check_matrix(op, "act", act, gate_up.dtype, m, inter);
-  check_matrix(op, "scratch", scratch, gate_up.dtype, m, n);
-  Device dev = check::same_device(op, {{"gate_up", &gate_up}, {"w", &w.w}, {"w.scale", &w.scale},
-                                       {"residual", &residual}, {"act", &act},
-                                       {"scratch", &scratch}});
-  if (m == 0) return;
+  const Device dev =
+      fused_check::swiglu_gemm_add("swiglu_gemm_add", gate_up, w, residual, act, scratch);
+  if (gate_up.size(0) == 0) return;
   if (dev.is_cpu()) return cpu::swiglu_gemm_add(gate_up, w.w, residual, act, scratch, w.scale);
 #if BRAID_WITH_CUDA
   DeviceGuard guard(dev);

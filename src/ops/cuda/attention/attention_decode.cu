@@ -46,6 +46,7 @@
 #include "ops/cuda/attention/mma_sync.cuh"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/launch_util.h"
 #include "ops/cuda/pdl.cuh"
 #include "ops/cuda/rope/qk_rope_head.cuh"
 
@@ -557,13 +558,16 @@ __global__ void __launch_bounds__(kThreads)
 // the chunks that hold keys, lse = log sum_s exp(lse_s). Warp w adds up the chunks w, w + 4, ...
 // (their loads all in flight at once), and the four warps' sums meet in shared memory.
 // Launched as a programmatic dependent of the split kernel: its blocks may start while the split
-// kernel is still running, and wait here until its results are complete and visible.
+// kernel is still running, and wait here until its results are complete and visible. It lets the
+// next kernel be scheduled first: that kernel waits for this one's results in any case, and its
+// early weight loads (gemv_chain streams a whole layer's) then overlap the attention.
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads) decode_combine_kernel(const DecodeArgs a) {
   constexpr int E = D / 32;
   __shared__ float scratch[32];
   __shared__ float partial[kWarps][D];
-  pdl::wait_then_release();
+  pdl::launch_dependents();
+  pdl::wait();
   const int64_t item = blockIdx.x;  // b * q_heads + h
   const int64_t b = item / a.q_heads, h = item % a.q_heads;
   const int kv_len = a.kv_lens[b];
@@ -632,11 +636,13 @@ int blocks_per_sm() {
     for (auto kernel : {decode_split_kernel<T, D, false>, decode_split_kernel<T, D, true>}) {
       BRAID_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             smem_bytes<T, D>()));
+      prefer_max_shared_if_asked(reinterpret_cast<const void*>(kernel));
       int n = 0;
       BRAID_CUDA_CHECK(
           cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, smem_bytes<T, D>()));
       fewest = std::min(fewest, n);
     }
+    prefer_max_shared_if_asked(reinterpret_cast<const void*>(decode_combine_kernel<T, D>));
     cached[dev] = std::max(fewest, 1);
   }
   return cached[dev];
