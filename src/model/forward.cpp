@@ -13,9 +13,11 @@
 #include "model/forward.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <span>
 #include <vector>
 
 #include "braid/error.h"
@@ -400,18 +402,20 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
     if (chain && !c.layer_is_moe(l)) {
       const int64_t I = lw.gate_up.shape[0] / 2;
       const Tensor mlp = rows(ws.mlp, n).slice(1, 0, 2 * I), act = rows(ws.act, n).slice(1, 0, I);
-      std::vector<ops::ChainStage> stages = {
+      std::array<ops::ChainStage, 4> stages = {
           ops::ChainStage::gemm_add(attn, {lw.o_proj, lw.o_proj_scale}, lw.o_bias, residual, proj),
           ops::ChainStage::rms_norm_gemm(residual, lw.mlp_norm, eps, {lw.gate_up, lw.gate_up_scale},
                                          Tensor{}, mlp, normed),
           ops::ChainStage::swiglu_gemm_add(mlp, {lw.down, lw.down_scale}, residual, act, proj)};
+      size_t count = 3;
       if (l + 1 < c.num_layers) {
         const LayerWeights& next = w.layers[static_cast<size_t>(l) + 1];
-        stages.push_back(ops::ChainStage::rms_norm_gemm(
-            residual, next.attn_norm, eps, {next.qkv, next.qkv_scale}, next.qkv_bias, qkv, normed));
+        stages[count++] = ops::ChainStage::rms_norm_gemm(
+            residual, next.attn_norm, eps, {next.qkv, next.qkv_scale}, next.qkv_bias, qkv, normed);
         qkv_done = true;
       }
-      ops::gemv_chain(stages, ws.chain_counters.view().slice(0, l, l + 1), s);
+      ops::gemv_chain(std::span(stages).first(count), ws.chain_counters.view().slice(0, l, l + 1),
+                      s);
       continue;
     }
     if (tp) {  // row-parallel: the bias once (rank 0), then the sum of the ranks' products

@@ -8,14 +8,7 @@
 #   VARIANTS="NAME:ENV=V,ENV=V ..."  the chain's settings measured beside BRAID_GEMV_CHAIN=0
 #   RUNS / MORE_RUNS  the cases (decode.sh's RUNS);  SANITIZERS  the compute-sanitizer tools
 set -uo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-cd "$ROOT"
-B=${BUILD_DIR:-.device/build}
-OUT=${OUT:-./device-out}
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH="/usr/local/cuda/lib64:$ROOT/$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-[ -e /work/main ] || { mkdir -p /work && ln -s "$ROOT" /work/main; }
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
+source "$(dirname "${BASH_SOURCE[0]}")/call_env.sh"  # ROOT, B, OUT, the libraries, the card
 W=$(mktemp -d)
 variant() {  # NAME ENV...: a braidinfer that runs with ENV set
   local name=$1

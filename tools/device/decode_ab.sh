@@ -9,15 +9,7 @@
 # ("NAME"); the tests and sanitizers run on every one of them that has its braid_tests.
 # Writes at most 8 files to $OUT (the device tool's limit).
 set -uo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-cd "$ROOT"
-B=${BUILD_DIR:-.device/build}
-OUT=${OUT:-./device-out}
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH="/usr/local/cuda/lib64:$ROOT/$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-# The tests find their data under the source folder they were built in.
-[ -e /work/main ] || { mkdir -p /work && ln -s "$ROOT" /work/main; }
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
+source "$(dirname "${BASH_SOURCE[0]}")/call_env.sh"  # ROOT, B, OUT, the libraries, the card
 # NAME=PATH of every build carried: the main one, then the variants.
 builds=("main=$B")
 for v in "$B"/variants/*/; do [[ -x "$v/braidinfer" ]] && builds+=("$(basename "$v")=${v%/}"); done

@@ -10,10 +10,10 @@
 #
 # A/B builds travel in the same archive: VARIANTS="NAME=DIR ..." copies DIR's braidinfer (and
 # tests/braid_tests, where DIR has one) into .device/build/variants/NAME/, laid out as the main
-# build (tools/device/
-# build-variant.sh makes such a DIR from a branch). The archive's dictionary spans all of them,
-# so each variant costs only what differs from the main build: five builds of braidinfer and
-# braid_tests packed into 13 MB (2026-12-06), where one build alone took 17.5 MB at xz's default.
+# build (tools/device/build-variant.sh makes such a DIR from a branch). The archive's
+# dictionary spans all of them, so each variant costs only what differs from the main build:
+# five builds of braidinfer and braid_tests packed into 13 MB (2026-12-06), where one build
+# alone took 17.5 MB at xz's default.
 # NO_PYTHON_LIB=1 leaves libbraid.so (the Python tests' library) out.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)

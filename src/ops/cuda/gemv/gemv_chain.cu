@@ -26,7 +26,7 @@
 // stage reads were written by other blocks inside this kernel, so they are read through L2
 // (ld.global.cg), never from a possibly stale L1 line. The last block to finish resets the
 // counter to zero for the next call. All G blocks must be resident at once: G is the SM count,
-// and the launch checks that a block fits an SM.
+// and a block takes at most the shared memory one SM offers.
 //
 // Measured (decode.md, version 17): faster than the separate kernels on the small dense models,
 // but the stream stops near 21 GB/s an SM, short of the copy bandwidth, for reasons not yet
@@ -74,7 +74,7 @@ constexpr int kConsumerBarrier = 1;                     // named barrier of the 
 // became resident: trap with an error rather than hang the GPU.
 constexpr long long kSpinLimitCycles = 20'000'000'000LL;
 
-enum class StageOp : int { rms_norm_gemm, gemm_add, swiglu_gemm_add };
+using StageOp = ops::ChainStage::Op;
 
 struct StageArgs {
   const void* x;            // the row: [k]; swiglu: [2k], gate then up
@@ -187,12 +187,6 @@ __device__ void produce(const ChainArgs& a, const Ring& ring) {
       }
     }
   }
-}
-
-// Thread 0 of the consumers, once every consumer warp of the block is past its last store.
-__device__ __forceinline__ unsigned int arrive(unsigned int* counter) {
-  __threadfence();
-  return atomicAdd(counter, 1u);
 }
 
 // The consumers: wait until `target` blocks have arrived.
@@ -315,9 +309,10 @@ __device__ void consume(const ChainArgs& a, const Ring& ring, T* act, float* par
         if (lane == 0) store_row<T>(st, row, sum);
       }
     }
-    hopper::named_sync(kConsumerBarrier, kConsumers);
+    hopper::named_sync(kConsumerBarrier, kConsumers);  // every warp of the block past its stores
     if (threadIdx.x == 0) {
-      const unsigned int before = arrive(a.counter);
+      __threadfence();  // release them to the blocks that wait for the counter
+      const unsigned int before = atomicAdd(a.counter, 1u);
       // The last arrival of the last stage: every block is past every wait; ready for next time.
       if (s == a.stages - 1 && before == a.stages * blocks - 1) atomicExch(a.counter, 0u);
     }
@@ -365,44 +360,29 @@ int stage_k(const ops::ChainStage& s) {
   return static_cast<int>(s.op == ops::ChainStage::Op::swiglu_gemm_add ? k / 2 : k);
 }
 
-// The dynamic shared memory a block may take on this device (the opt-in limit, less the
-// kernel's static barriers and scratch); the kernels' attribute is raised to it on first use.
+// The dynamic shared memory a block may take: the device's opt-in limit less the kernel's static
+// barriers and scratch (read once: the GPUs of one host are alike, as sm_count() assumes). A
+// block of at most this much fits an SM, so every block of the grid is resident.
 size_t smem_limit() {
-  static size_t limit[64] = {};
-  int dev = 0;
-  BRAID_CUDA_CHECK(cudaGetDevice(&dev));
-  const int slot = std::min(dev, 63);
-  if (limit[slot] == 0) {
-    int optin = 0;
+  static const size_t limit = [] {
+    int dev = 0, optin = 0;
+    BRAID_CUDA_CHECK(cudaGetDevice(&dev));
     BRAID_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     cudaFuncAttributes attr{};
     BRAID_CUDA_CHECK(cudaFuncGetAttributes(&attr, gemv_chain_kernel<__nv_bfloat16>));
-    const size_t most = static_cast<size_t>(optin) - attr.sharedSizeBytes;
-    for (auto kernel : {gemv_chain_kernel<__nv_bfloat16>, gemv_chain_kernel<__half>}) {
-      BRAID_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(most)));
+    for (auto kernel : {gemv_chain_kernel<__nv_bfloat16>, gemv_chain_kernel<__half>})
       prefer_max_shared_if_asked(reinterpret_cast<const void*>(kernel));
-    }
-    limit[slot] = most;
-  }
-  return limit[slot];
+    return static_cast<size_t>(optin) - attr.sharedSizeBytes;
+  }();
+  return limit;
 }
 
 template <typename T>
 void launch(const ChainArgs& a, size_t smem, cudaStream_t stream) {
-  int dev = 0, sms = 0;
-  BRAID_CUDA_CHECK(cudaGetDevice(&dev));
-  BRAID_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  int per_sm = 0;
-  BRAID_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_chain_kernel<T>,
-                                                                 kThreads, smem));
-  if (per_sm < 1)
-    throw Error(ErrorKind::unsupported,
-                "gemv_chain: a block of " + std::to_string(smem) +
-                    " bytes of shared memory does not fit an SM of this GPU");
+  opt_in(gemv_chain_kernel<T>, static_cast<int>(smem_limit()));
   // One block per SM: every block resident at once (the stages wait on all of them).
   const bool programmatic = programmatic_launch_enabled() && ops::ConstantWeights::active();
-  launch_dependent_if(programmatic, gemv_chain_kernel<T>, dim3(static_cast<unsigned>(sms)),
+  launch_dependent_if(programmatic, gemv_chain_kernel<T>, dim3(static_cast<unsigned>(sm_count())),
                       dim3(kThreads), smem, stream, a);
   BRAID_CUDA_CHECK_LAUNCH();
 }
@@ -411,10 +391,13 @@ void launch(const ChainArgs& a, size_t smem, cudaStream_t stream) {
 
 bool gemv_chain_takes(std::span<const ops::ChainStage> stages) {
   if (stages.empty() || stages.size() > static_cast<size_t>(ops::kMaxChainStages)) return false;
-  int dev = 0, major = 0;
-  BRAID_CUDA_CHECK(cudaGetDevice(&dev));
-  BRAID_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  if (major < 9) return false;
+  static const bool hopper_or_later = [] {  // once, as sm_count()
+    int dev = 0, major = 0;
+    BRAID_CUDA_CHECK(cudaGetDevice(&dev));
+    BRAID_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    return major >= 9;
+  }();
+  if (!hopper_or_later) return false;
   const DType t = stages[0].x.dtype;
   if (t != DType::bf16 && t != DType::f16) return false;
   for (const ops::ChainStage& s : stages) {
@@ -446,16 +429,9 @@ void gemv_chain(std::span<const ops::ChainStage> stages, const Tensor& counter, 
                   static_cast<int>(s.w.w.size(0)),
                   stage_k(s),
                   s.eps,
-                  static_cast<StageOp>(static_cast<int>(s.op))};
+                  s.op};
     widest = std::max<int64_t>(widest, stage_k(s));
   }
-  static_assert(static_cast<int>(StageOp::rms_norm_gemm) ==
-                        static_cast<int>(ops::ChainStage::Op::rms_norm_gemm) &&
-                    static_cast<int>(StageOp::gemm_add) ==
-                        static_cast<int>(ops::ChainStage::Op::gemm_add) &&
-                    static_cast<int>(StageOp::swiglu_gemm_add) ==
-                        static_cast<int>(ops::ChainStage::Op::swiglu_gemm_add),
-                "the kernel's stage ops are ops::ChainStage's");
   // The ring gives up slots where the activation row would not fit beside it (k near kMaxK).
   const size_t row_bytes = static_cast<size_t>(widest) * 2, limit = smem_limit();
   while (a.slots > kMinSlots && a.slots * size_t{kSlotBytes} + row_bytes > limit) --a.slots;
