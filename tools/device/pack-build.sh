@@ -14,7 +14,8 @@
 # dictionary spans all of them, so each variant costs only what differs from the main build:
 # five builds of braidinfer and braid_tests packed into 13 MB (2026-12-06), where one build
 # alone took 17.5 MB at xz's default.
-# NO_PYTHON_LIB=1 leaves libbraid.so (the Python tests' library) out.
+# NO_PYTHON_LIB=1 leaves libbraid.so (the Python tests' library) out; EXTRA="FILE ..." adds
+# probe programs (tools/device/chain_probe.cpp's build) beside braidinfer.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 SRC=${1:-$ROOT/build}
@@ -34,6 +35,9 @@ commit=$(git -C "$ROOT" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 [[ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ]] && commit+="+dirty"
 echo "$commit" > "$DST/COMMIT"
 [[ "${NO_PYTHON_LIB:-0}" == 1 ]] && rm -f "$DST/libbraid.so"
+for f in ${EXTRA:-}; do  # probes built beside the library (e.g. build/chain_probe), into $DST
+  cp "$f" "$DST/" && strip --strip-unneeded "$DST/$(basename "$f")"
+done
 for v in ${VARIANTS:-}; do
   name=${v%%=*} dir=${v#*=}
   mkdir -p "$DST/variants/$name/tests"

@@ -147,5 +147,9 @@ void swiglu_gemm_add(const Tensor& gate_up, const Tensor& w, const Tensor& w_sca
 // counter are checked (ops::gemv_chain).
 bool gemv_chain_takes(std::span<const ops::ChainStage> stages);
 void gemv_chain(std::span<const ops::ChainStage> stages, const Tensor& counter, Stream stream);
+// For tools/device/chain_probe.cpp: every later gemv_chain launch records globaltimer stamps into
+// `stamps` (device memory, [sm_count()][ops::kMaxChainStages][6]: gemv_chain.cu's Stamp events),
+// or none again after nullptr.
+void gemv_chain_record_stamps(unsigned long long* stamps);
 
 }  // namespace braid::cuda

@@ -3,16 +3,16 @@
 // A decode step reads the whole KV cache once and does only ~2 FLOPs per byte, so the kernel's
 // job is to keep every SM streaming K and V at full bandwidth. The keys of each sequence are cut
 // into `splits` chunks; block (split, kv head [, head block], sequence) streams one chunk of one
-// KV head through shared memory (cp.async, kStages tiles of kTileKeys keys in flight) and scores
+// KV head through shared memory (cp.async, Block::kStages tiles of keys in flight) and scores
 // it against all the query heads that share that KV head (GQA), so K and V are read once per
 // KV head, not once per query head.
 //
 // The scores and the weighted sum run on the tensor cores (mma.sync m16n8k16, fp32 accumulate):
 // the group's query heads are the 16 rows of the A operand (rows past the group are zero and
-// never written out), K is the B operand of S = Q K^T and V that of O = P V. Each of the four
-// warps takes 16 keys of every tile and keeps its own online softmax (running max m, sum l and
-// the fp32 accumulator, in the log2 domain); the warps are merged once at the end through shared
-// memory. A block then writes its chunk's normalised output and log-sum-exp to the workspace, and
+// never written out), K is the B operand of S = Q K^T and V that of O = P V. Each of the block's
+// warps (four, or eight: Block) takes 16 keys of every tile and keeps its own online softmax
+// (running max m, sum l and the fp32 accumulator, in the log2 domain); the warps are merged once
+// at the end through shared memory. A block then writes its chunk's normalised output and log-sum-exp to the workspace, and
 // a combine kernel merges the chunks of each (sequence, query head); it is launched as a
 // programmatic dependent (PDL), so its launch overlaps the split kernel. With one split the
 // first kernel writes the output itself and the combine launch is skipped.
@@ -21,7 +21,7 @@
 // every decode step and can be captured in a CUDA graph. The chunk length is computed on the
 // device from each sequence's kv_len (chunk_keys): a sequence of up to kOneChunkKeys keys is one
 // chunk, and a longer one is cut into up to the grid's number of chunks (of at least
-// kMinChunkTiles tiles) whatever the page table's size, instead of leaving its keys to a few
+// kMinChunkSteps steps) whatever the page table's size, instead of leaving its keys to a few
 // blocks. Blocks whose chunk starts past their sequence's end exit at once, and the combine reads
 // only the chunks that hold keys.
 //
@@ -40,6 +40,8 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <type_traits>
 
 #include "core/cuda_check.h"
@@ -54,17 +56,32 @@ namespace braid::cuda {
 
 namespace {
 
-constexpr int kWarps = 4;
-constexpr int kThreads = kWarps * 32;
-constexpr int kRows = 16;       // query heads per block: the mma's M
-constexpr int kTileKeys = 64;   // keys per pipeline stage: 16 per warp
-constexpr int kStages = 3;      // tiles in shared memory (two in flight while one is used)
+constexpr int kRows = 16;  // query heads per block: the mma's M
+
+// The split kernel's block: W warps, each taking 16 keys of every tile of 16 W keys, through
+// kStages tiles of shared memory (two in flight while one is used). Four warps were the only
+// block until attention_decode.md's "Eight warps for head_dim 128": a short chunk is one block's
+// chain of dependent instructions, and eight warps halve each warp's share of it. An eight-warp
+// block holds as many bytes in flight as two four-warp blocks (it takes twice their shared memory,
+// 210 KiB at head_dim 128, one block an SM where four-warp blocks fit two).
+template <int W>
+struct Block {
+  static constexpr int kThreads = 32 * W;
+  static constexpr int kTileKeys = 16 * W;
+  static constexpr int kStages = 3;
+};
+
 // The chunk rule (chunk_keys; attention_decode.md, "Chunk rule v2"): the grid splits a page table
 // into chunks of at least kMinSplitKeys keys, and a sequence of up to kOneChunkKeys keys is one
-// chunk whatever the grid (its block writes the output; split, it measured slower).
+// chunk whatever the grid (its block writes the output; split, it measured slower). Chunks are
+// whole steps of kChunkStep keys (the four-warp block's tile), at least kMinChunkSteps of them,
+// whichever block runs them: an eight-warp block's last tile of a chunk may be half empty.
 constexpr int kMinSplitKeys = 128;
 constexpr int kOneChunkKeys = 256;
-constexpr int kMinChunkTiles = kStages - 1;  // a chunk's first tiles are all in flight at once
+constexpr int kChunkStep = 64;
+constexpr int kMinChunkSteps = 2;
+constexpr int kCombineWarps = 4;  // the combine kernel's block
+constexpr int kCombineThreads = 32 * kCombineWarps;
 constexpr int kMaxDevices = 64;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
@@ -101,23 +118,24 @@ struct AppendArgs {
   bool cache_vec;
 };
 
-// Keys per chunk for a sequence of kv_len keys and a grid of `splits` chunks: whole tiles, at
-// least kMinChunkTiles of them. ceil(kv_len / chunk) <= splits, so the grid always covers it.
+// Keys per chunk for a sequence of kv_len keys and a grid of `splits` chunks: whole steps, at
+// least kMinChunkSteps of them. ceil(kv_len / chunk) <= splits, so the grid always covers it.
 // A sequence of up to kOneChunkKeys keys is one chunk whatever the grid (split, it measured
 // slower).
 __host__ __device__ __forceinline__ int chunk_keys(int kv_len, int splits) {
   if (kv_len <= kOneChunkKeys) splits = 1;
   const int per_split = (kv_len + splits - 1) / splits;
-  const int tiles = (per_split + kTileKeys - 1) / kTileKeys;
-  return (tiles > kMinChunkTiles ? tiles : kMinChunkTiles) * kTileKeys;
+  const int steps = (per_split + kChunkStep - 1) / kChunkStep;
+  return (steps > kMinChunkSteps ? steps : kMinChunkSteps) * kChunkStep;
 }
 
 // Shared memory: the query tile, the K and V stages, and the kAppend variant's fp32 heads (the
 // block's query heads and the new key) and its new K and V rows. Both variants take the same
 // amount, so they have the same occupancy and split count.
-template <typename T, int D>
+template <typename T, int D, int W>
 constexpr int smem_bytes() {
-  return kRows * D * int(sizeof(T)) + 2 * kStages * kTileKeys * D * int(sizeof(T)) +
+  using B = Block<W>;
+  return kRows * D * int(sizeof(T)) + 2 * B::kStages * B::kTileKeys * D * int(sizeof(T)) +
          (kRows + 1) * D * int(sizeof(float)) + 2 * D * int(sizeof(T));
 }
 
@@ -151,10 +169,10 @@ __device__ __forceinline__ KeyCursor key_cursor(int key, int page_size) {
   return {key / page_size, key % page_size};
 }
 
-template <int D>
-constexpr int kRowStep = kThreads / (D / 8);  // rows apart of one thread's 16-byte pieces
+template <int D, int W>
+constexpr int kRowStep = Block<W>::kThreads / (D / 8);  // rows apart of one thread's 16-byte pieces
 
-// All threads of the block copy keys [key0, key0 + kTileKeys) of one KV head into a K and a V
+// All threads of the block copy keys [key0, key0 + B::kTileKeys) of one KV head into a K and a V
 // tile, each thread a 16-byte piece of several rows; keys at or past `end` become zero rows. The
 // row of key `skip` (the kAppend variant's new key, not in the cache yet) is left alone:
 // put_new_row fills it. `at` is this thread's first row of the tile (key0 + threadIdx.x /
@@ -164,20 +182,21 @@ constexpr int kRowStep = kThreads / (D / 8);  // rows apart of one thread's 16-b
 // for the tile), then the copies, each with one 32 x 32 -> 64-bit multiply for its address and no
 // branch: at short contexts a chain of one page-table load and ~60 instructions per row was 38%
 // of the kernel's instructions (attention_decode.md, "Where a short-context layer's time goes").
-template <typename T, int D>
+template <typename T, int D, int W>
 __device__ __forceinline__ void load_tile(const DecodeArgs& a, const int32_t* table, int kvh,
                                           int key0, int end, int skip, KeyCursor& at,
                                           uint32_t k_dst, uint32_t v_dst) {
   constexpr int kPieces = D / 8;  // 16-byte pieces per row
-  constexpr int kRowsPerThread = kTileKeys / kRowStep<D>;
+  constexpr int kStep = kRowStep<D, W>;
+  constexpr int kRowsPerThread = Block<W>::kTileKeys / kStep;
   const int c = threadIdx.x % kPieces;
   const int r0 = static_cast<int>(threadIdx.x) / kPieces;
   int slot[kRowsPerThread];  // the cache slot of each row (a page of the table, then the row in it)
 #pragma unroll
   for (int i = 0; i < kRowsPerThread; ++i) {
-    slot[i] = key0 + r0 + i * kRowStep<D> < end ? __ldg(table + at.page) : 0;
+    slot[i] = key0 + r0 + i * kStep < end ? __ldg(table + at.page) : 0;
     slot[i] = slot[i] * a.page_size + at.row;
-    at.row += kRowStep<D>;
+    at.row += kStep;
     while (at.row >= a.page_size) {  // once at most for pages of kRowStep rows or more
       at.row -= a.page_size;
       ++at.page;
@@ -188,7 +207,7 @@ __device__ __forceinline__ void load_tile(const DecodeArgs& a, const int32_t* ta
   const int slot_elems = a.kv_heads * D;
 #pragma unroll
   for (int i = 0; i < kRowsPerThread; ++i) {
-    const int r = r0 + i * kRowStep<D>;
+    const int r = r0 + i * kStep;
     const bool valid = key0 + r < end, copy = key0 + r != skip;
     const int64_t src = valid ? static_cast<int64_t>(slot[i]) * slot_elems : 0;
     const uint32_t dst = swizzled<D>(r, c);
@@ -218,13 +237,14 @@ __device__ __forceinline__ uint4 load8(const T* src, int c, bool vec) {
 // value, the norm weights) at once, 16 bytes each, into shared memory: one round trip to memory
 // instead of one per head in turn. Then warp w normalises and rotates heads w, w + 4, ... there
 // (the key is one more head) with qk_rope's steps, so the bits are those of the separate ops.
-template <typename T, int D>
+template <typename T, int D, int W>
 __device__ __forceinline__ void rotate_into_tiles(const AppendArgs& ap, const ops::RopeTable& table,
                                                   int b, int kv_heads, int kvh, int hb, int head0,
                                                   int rows, bool holds_new_key, T* q_tile,
                                                   float* heads_f32, T* new_k, T* new_v) {
   constexpr int kPieces = D / 8;                // 16-byte pieces of a head
   constexpr int kMaxPieces = (kRows + 2) * kPieces;  // the query heads, the new key and value
+  constexpr int kThreads = Block<W>::kThreads;
   constexpr int kLoads = (kMaxPieces + kThreads - 1) / kThreads;
   __shared__ float cos_s[D / 2], sin_s[D / 2];  // table.half <= D / 2 (rope_table checks it)
   __shared__ __align__(16) T norm_s[2][D];      // the q and k norm weights
@@ -283,7 +303,7 @@ __device__ __forceinline__ void rotate_into_tiles(const AppendArgs& ap, const op
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int heads = rows + (holds_new_key ? 1 : 0);
-  for (int i = warp; i < heads; i += kWarps) {
+  for (int i = warp; i < heads; i += W) {
     const bool is_q = i < rows;
     float* buf = heads_f32 + i * D;
     if (norm) qk_rope::norm_head<T>(buf, norm_s[is_q ? 0 : 1], D, ap.eps, is_q ? ap.q_layout : ap.k_layout);
@@ -321,9 +341,11 @@ __device__ __forceinline__ void put_new_row(unsigned char* k_stage, unsigned cha
   }
 }
 
-template <typename T, int D, bool kAppend>
-__global__ void __launch_bounds__(kThreads)
+template <typename T, int D, bool kAppend, int W>
+__global__ void __launch_bounds__(Block<W>::kThreads)
     decode_split_kernel(const DecodeArgs a, const AppendArgs ap, const ops::RopeTable rope) {
+  constexpr int kWarps = W, kThreads = Block<W>::kThreads;
+  constexpr int kTileKeys = Block<W>::kTileKeys, kStages = Block<W>::kStages;
   extern __shared__ __align__(128) unsigned char smem[];
   constexpr int kStageBytes = kTileKeys * D * int(sizeof(T));
   constexpr int kRedStride = D + 8;  // floats; padding keeps the merge's float2 stores conflict-free
@@ -370,13 +392,13 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < tiles)
-      load_tile<T, D>(a, table, kvh, begin + s * kTileKeys, end, new_key, at,
+      load_tile<T, D, W>(a, table, kvh, begin + s * kTileKeys, end, new_key, at,
                       k_base + s * kStageBytes, v_base + s * kStageBytes);
     cp_async_commit();
   }
   if constexpr (kAppend) {
     pdl::wait();
-    rotate_into_tiles<T, D>(ap, rope, b, a.kv_heads, kvh, hb, head0, rows, holds_new_key, q_tile,
+    rotate_into_tiles<T, D, W>(ap, rope, b, a.kv_heads, kvh, hb, head0, rows, holds_new_key, q_tile,
                             heads_f32, new_k, new_v);
     __syncthreads();  // new_k / new_v are complete
     if (holds_new_key && new_tile < kStages - 1)
@@ -415,7 +437,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();               // ... for every thread, and tile t - 1 is no longer read
     const int next = t + kStages - 1;
     if (next < tiles) {
-      load_tile<T, D>(a, table, kvh, begin + next * kTileKeys, end, new_key, at,
+      load_tile<T, D, W>(a, table, kvh, begin + next * kTileKeys, end, new_key, at,
                       k_base + (next % kStages) * kStageBytes, v_base + (next % kStages) * kStageBytes);
       if (holds_new_key && next == new_tile)
         put_new_row<T, D>(k_stages + (next % kStages) * kStageBytes,
@@ -562,10 +584,10 @@ __global__ void __launch_bounds__(kThreads)
 // next kernel be scheduled first: that kernel waits for this one's results in any case, and its
 // early weight loads (gemv_chain streams a whole layer's) then overlap the attention.
 template <typename T, int D>
-__global__ void __launch_bounds__(kThreads) decode_combine_kernel(const DecodeArgs a) {
+__global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const DecodeArgs a) {
   constexpr int E = D / 32;
   __shared__ float scratch[32];
-  __shared__ float partial[kWarps][D];
+  __shared__ float partial[kCombineWarps][D];
   pdl::launch_dependents();
   pdl::wait();
   const int64_t item = blockIdx.x;  // b * q_heads + h
@@ -577,10 +599,10 @@ __global__ void __launch_bounds__(kThreads) decode_combine_kernel(const DecodeAr
   const float* lse_s = a.part_lse + item * a.splits;
 
   float mx = -INFINITY;
-  for (int s = threadIdx.x; s < used; s += kThreads) mx = fmaxf(mx, lse_s[s]);
+  for (int s = threadIdx.x; s < used; s += kCombineThreads) mx = fmaxf(mx, lse_s[s]);
   mx = block_max(mx, scratch);
   float sum = 0.0f;
-  for (int s = threadIdx.x; s < used; s += kThreads) sum += expf(lse_s[s] - mx);
+  for (int s = threadIdx.x; s < used; s += kCombineThreads) sum += expf(lse_s[s] - mx);
   sum = block_sum(sum, scratch);
   const float inv_sum = 1.0f / sum;
 
@@ -588,11 +610,11 @@ __global__ void __launch_bounds__(kThreads) decode_combine_kernel(const DecodeAr
   const float* o_s = a.part_o + item * a.splits * D + lane * E;
   float acc[E] = {};
   constexpr int kBatch = 8;  // chunks per warp whose loads are issued together
-  for (int s0 = warp; s0 < used; s0 += kWarps * kBatch) {
+  for (int s0 = warp; s0 < used; s0 += kCombineWarps * kBatch) {
     float lse_u[kBatch], o_u[kBatch][E];
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
-      const int s = s0 + u * kWarps;
+      const int s = s0 + u * kCombineWarps;
       const bool inside = s < used;
       lse_u[u] = inside ? lse_s[s] : -INFINITY;  // weight 0
 #pragma unroll
@@ -609,10 +631,10 @@ __global__ void __launch_bounds__(kThreads) decode_combine_kernel(const DecodeAr
   for (int i = 0; i < E; ++i) partial[warp][lane * E + i] = acc[i];
   __syncthreads();
   T* out = static_cast<T*>(a.out) + b * a.out_stride_b + h * a.out_stride_h;
-  for (int d = threadIdx.x; d < D; d += kThreads) {
+  for (int d = threadIdx.x; d < D; d += kCombineThreads) {
     float o = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) o += partial[w][d];
+    for (int w = 0; w < kCombineWarps; ++w) o += partial[w][d];
     out[d] = from_float<T>(o);
   }
   if (a.lse != nullptr && threadIdx.x == 0) a.lse[item] = mx + logf(sum);
@@ -625,7 +647,7 @@ __global__ void iota_kernel(int32_t* out, int n) {
 
 // The split kernels' attribute (more than 48 KiB of shared memory) is set once per device, and
 // their occupancy read there too (the lower of the two variants', which take the same memory).
-template <typename T, int D>
+template <typename T, int D, int W>
 int blocks_per_sm() {
   static int cached[kMaxDevices] = {};
   int dev = 0;
@@ -633,13 +655,14 @@ int blocks_per_sm() {
   if (dev >= kMaxDevices) dev = kMaxDevices - 1;
   if (cached[dev] == 0) {
     int fewest = INT32_MAX;
-    for (auto kernel : {decode_split_kernel<T, D, false>, decode_split_kernel<T, D, true>}) {
-      BRAID_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            smem_bytes<T, D>()));
+    constexpr int smem = smem_bytes<T, D, W>();
+    for (auto kernel : {decode_split_kernel<T, D, false, W>, decode_split_kernel<T, D, true, W>}) {
+      BRAID_CUDA_CHECK(
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
       prefer_max_shared_if_asked(reinterpret_cast<const void*>(kernel));
       int n = 0;
-      BRAID_CUDA_CHECK(
-          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, smem_bytes<T, D>()));
+      BRAID_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel,
+                                                                     Block<W>::kThreads, smem));
       fewest = std::min(fewest, n);
     }
     prefer_max_shared_if_asked(reinterpret_cast<const void*>(decode_combine_kernel<T, D>));
@@ -662,17 +685,39 @@ int head_blocks(const Tensor& q, const ops::PagedKV& kv) {
 
 template <int D>
 using HeadDim = std::integral_constant<int, D>;
+template <int W>
+using Warps = std::integral_constant<int, W>;
 
-// Calls f(T{}, HeadDim<D>{}) for the split kernels' four instantiations (bf16/f16 x 64/128).
+// The split kernel's warps for these shapes (a function of shapes only, so that a graph's replays
+// keep it; any split count works with either block): eight at head_dim 128 where the batch's
+// (sequence, KV head) units number fewer than the SMs, four elsewhere (attention_decode.md, "Eight
+// warps for head_dim 128"); BRAID_DECODE_WARPS=4 or 8 sets it for every shape (to compare the
+// two in one process).
+int split_warps(const Tensor& q, const ops::PagedKV& kv) {
+  static const int forced = [] {
+    const char* v = std::getenv("BRAID_DECODE_WARPS");
+    return v == nullptr ? 0 : std::string(v) == "8" ? 8 : std::string(v) == "4" ? 4 : 0;
+  }();
+  if (forced != 0) return forced;
+  const int64_t units = q.shape[0] * kv.k_pages.shape[2] * head_blocks(q, kv);
+  return q.shape[2] == 128 && units < sm_count() ? 8 : 4;
+}
+
+// Calls f(T{}, HeadDim<D>{}, Warps<W>{}) for the split kernels' instantiations (bf16/f16 x 64/128
+// x 4/8 warps).
 template <typename F>
-void dispatch_split(const Tensor& q, F&& f) {
-  const bool bf16 = q.dtype == DType::bf16;
+void dispatch_split(const Tensor& q, const ops::PagedKV& kv, F&& f) {
+  const bool bf16 = q.dtype == DType::bf16, eight = split_warps(q, kv) == 8;
+  auto with_warps = [&](auto tag, auto dim) {
+    if (eight) f(tag, dim, Warps<8>{});
+    else f(tag, dim, Warps<4>{});
+  };
   if (q.shape[2] == 64) {
-    if (bf16) f(__nv_bfloat16{}, HeadDim<64>{});
-    else f(__half{}, HeadDim<64>{});
+    if (bf16) with_warps(__nv_bfloat16{}, HeadDim<64>{});
+    else with_warps(__half{}, HeadDim<64>{});
   } else {
-    if (bf16) f(__nv_bfloat16{}, HeadDim<128>{});
-    else f(__half{}, HeadDim<128>{});
+    if (bf16) with_warps(__nv_bfloat16{}, HeadDim<128>{});
+    else with_warps(__half{}, HeadDim<128>{});
   }
 }
 
@@ -714,8 +759,8 @@ int attention_decode_splits(const Tensor& q, const ops::PagedKV& kv, int max_spl
   int resident = 0, dev = 0, sms = 0;
   BRAID_CUDA_CHECK(cudaGetDevice(&dev));
   BRAID_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  dispatch_split(q, [&](auto tag, auto dim) {
-    resident = sms * blocks_per_sm<decltype(tag), decltype(dim)::value>();
+  dispatch_split(q, kv, [&](auto tag, auto dim, auto warps) {
+    resident = sms * blocks_per_sm<decltype(tag), decltype(dim)::value, decltype(warps)::value>();
   });
   // Fill the GPU's resident block slots once: every SM streams from the start and no second,
   // partial wave is left at the end. A batch that fills them alone needs no split.
@@ -742,16 +787,17 @@ void attention_decode(const Tensor& q, const ops::PagedKV& kv, float softmax_sca
   }
   const DecodeArgs a =
       decode_args(q, kv, softmax_scale, out, lse, workspace, grid_splits(kv, splits));
-  dispatch_split(q, [&](auto tag, auto dim) {
+  dispatch_split(q, kv, [&](auto tag, auto dim, auto warps) {
     using T = decltype(tag);
-    constexpr int D = decltype(dim)::value;
-    blocks_per_sm<T, D>();  // sets the shared-memory attribute on first use
-    launch_programmatic(decode_split_kernel<T, D, false>, split_grid(a, batch), kThreads,
-                        smem_bytes<T, D>(), s, a, AppendArgs{}, ops::RopeTable{});
+    constexpr int D = decltype(dim)::value, W = decltype(warps)::value;
+    blocks_per_sm<T, D, W>();  // sets the shared-memory attribute on first use
+    launch_programmatic(decode_split_kernel<T, D, false, W>, split_grid(a, batch),
+                        Block<W>::kThreads, smem_bytes<T, D, W>(), s, a, AppendArgs{},
+                        ops::RopeTable{});
     BRAID_CUDA_CHECK_LAUNCH();
     if (a.splits > 1) {
       launch_programmatic(decode_combine_kernel<T, D>,
-                          static_cast<unsigned>(batch * a.q_heads), kThreads, 0, s, a);
+                          static_cast<unsigned>(batch * a.q_heads), kCombineThreads, 0, s, a);
       BRAID_CUDA_CHECK_LAUNCH();
     }
   });
@@ -786,17 +832,17 @@ void attention_decode_append(const Tensor& q, const Tensor& k, const Tensor& v,
                       kv.v_pages.data,
                       (q.size(2) * elem) % 16 == 0};  // the pages are aligned (use_split_kernels)
   splits = grid_splits(kv, splits);
-  dispatch_split(q, [&](auto tag, auto dim) {
+  dispatch_split(q, kv, [&](auto tag, auto dim, auto warps) {
     using T = decltype(tag);
-    constexpr int D = decltype(dim)::value;
+    constexpr int D = decltype(dim)::value, W = decltype(warps)::value;
     const DecodeArgs a = decode_args(q, kv, softmax_scale, out, lse, workspace, splits);
-    blocks_per_sm<T, D>();  // sets the shared-memory attribute on first use
-    launch_programmatic(decode_split_kernel<T, D, true>, split_grid(a, batch), kThreads,
-                        smem_bytes<T, D>(), s, a, ap, table);
+    blocks_per_sm<T, D, W>();  // sets the shared-memory attribute on first use
+    launch_programmatic(decode_split_kernel<T, D, true, W>, split_grid(a, batch),
+                        Block<W>::kThreads, smem_bytes<T, D, W>(), s, a, ap, table);
     BRAID_CUDA_CHECK_LAUNCH();
     if (a.splits > 1) {
       launch_programmatic(decode_combine_kernel<T, D>,
-                          static_cast<unsigned>(batch * a.q_heads), kThreads, 0, s, a);
+                          static_cast<unsigned>(batch * a.q_heads), kCombineThreads, 0, s, a);
       BRAID_CUDA_CHECK_LAUNCH();
     }
   });

@@ -28,9 +28,11 @@
 // counter to zero for the next call. All G blocks must be resident at once: G is the SM count,
 // and a block takes at most the shared memory one SM offers.
 //
-// Measured (decode.md, version 17): faster than the separate kernels on the small dense models,
-// but the stream stops near 21 GB/s an SM, short of the copy bandwidth, for reasons not yet
-// profiled; forward() takes the chain only where it measured faster.
+// Measured (decode.md, versions 17 and 18): faster than the separate kernels on the small dense
+// models, where the next layer's weights stream while the attention runs; on an H100 a stage
+// streams as fast as its separate kernel, and a stage boundary costs 2.3-4.7 us, mostly the
+// counter's fence, atomic and poll (tools/device/chain_probe.cpp's stamps). forward() takes the
+// chain only where it measured faster.
 //
 // Programmatic launch (pdl.cuh): the producer's weight copies are the only global accesses before
 // the consumers' pdl::wait(), and the kernel is launched as a programmatic dependent only inside
@@ -87,12 +89,35 @@ struct StageArgs {
   StageOp op;
 };
 
+// Times a block records when asked (gemv_chain_record_stamps, for tools/device/chain_probe.cpp):
+// per block and stage, globaltimer readings at these events. Only the kernel's kRecord
+// instantiation records them; the one a decode step runs has no trace of them.
+enum Stamp {
+  kStageOpen,  // the consumers are past the wait for the stage before
+  kRowReady,   // the stage's activation row is in shared memory
+  kStageDone,  // the block's outputs of the stage are stored
+  kReleased,   // ... and fenced: its arrival on the counter follows
+  kFirstCopy,  // the producer issued the stage's first piece
+  kLastCopy,   // ... and its last
+  kStamps
+};
+
 struct ChainArgs {
   StageArgs stage[ops::kMaxChainStages];
   int stages;
   int slots;
   unsigned int* counter;
+  unsigned long long* stamps;  // [blocks][kMaxChainStages][kStamps]: the kRecord kernel's
 };
+
+template <bool kRecord>
+__device__ __forceinline__ void stamp(const ChainArgs& a, int s, Stamp event) {
+  if constexpr (kRecord) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
+    a.stamps[(blockIdx.x * ops::kMaxChainStages + s) * kStamps + event] = t;
+  }
+}
 
 // The first of block b's rows among n rows split over `blocks` blocks.
 __device__ __forceinline__ int row_begin(int n, int b, int blocks) {
@@ -166,7 +191,7 @@ struct Ring {
 };
 
 // The producer (one thread): every piece of every stage, as soon as its slot is free.
-template <typename T>
+template <typename T, bool kRecord>
 __device__ void produce(const ChainArgs& a, const Ring& ring) {
   int p = 0;
   for (int s = 0; s < a.stages; ++s) {
@@ -174,6 +199,7 @@ __device__ void produce(const ChainArgs& a, const Ring& ring) {
     const int r0 = row_begin(st.n, blockIdx.x, gridDim.x);
     const int r1 = row_begin(st.n, blockIdx.x + 1, gridDim.x);
     const T* w = static_cast<const T*>(st.w);
+    stamp<kRecord>(a, s, kFirstCopy);
     for (int g = r0; g < r1; g += kGroupRows) {
       const int rows = min(kGroupRows, r1 - g);
       for (int c = 0; c < st.k; c += kChunkCols, ++p) {
@@ -186,6 +212,7 @@ __device__ void produce(const ChainArgs& a, const Ring& ring) {
                     bytes, ring.full(p));
       }
     }
+    stamp<kRecord>(a, s, kLastCopy);
   }
 }
 
@@ -265,7 +292,7 @@ __device__ __forceinline__ void store_row(const StageArgs& st, int row, float v)
     *o = from_float<T>(load_cg(o) + to_float(from_float<T>(v)));
 }
 
-template <typename T>
+template <typename T, bool kRecord>
 __device__ void consume(const ChainArgs& a, const Ring& ring, T* act, float* partial) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const unsigned int blocks = gridDim.x;
@@ -274,8 +301,10 @@ __device__ void consume(const ChainArgs& a, const Ring& ring, T* act, float* par
   for (int s = 0; s < a.stages; ++s) {
     const StageArgs& st = a.stage[s];
     if (s > 0) wait_for(a.counter, s * blocks);
+    if (threadIdx.x == 0) stamp<kRecord>(a, s, kStageOpen);
     if (s == a.stages - 1) pdl::launch_dependents();
     stage_row<T>(st, act, partial);
+    if (threadIdx.x == 0) stamp<kRecord>(a, s, kRowReady);
     const int r0 = row_begin(st.n, blockIdx.x, gridDim.x);
     const int r1 = row_begin(st.n, blockIdx.x + 1, gridDim.x);
     for (int g = r0; g < r1; g += kGroupRows) {
@@ -311,7 +340,9 @@ __device__ void consume(const ChainArgs& a, const Ring& ring, T* act, float* par
     }
     hopper::named_sync(kConsumerBarrier, kConsumers);  // every warp of the block past its stores
     if (threadIdx.x == 0) {
+      stamp<kRecord>(a, s, kStageDone);
       __threadfence();  // release them to the blocks that wait for the counter
+      stamp<kRecord>(a, s, kReleased);
       const unsigned int before = atomicAdd(a.counter, 1u);
       // The last arrival of the last stage: every block is past every wait; ready for next time.
       if (s == a.stages - 1 && before == a.stages * blocks - 1) atomicExch(a.counter, 0u);
@@ -319,7 +350,7 @@ __device__ void consume(const ChainArgs& a, const Ring& ring, T* act, float* par
   }
 }
 
-template <typename T>
+template <typename T, bool kRecord>
 __global__ void __launch_bounds__(kThreads, 1) gemv_chain_kernel(const ChainArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   __trap();  // cp.async.bulk and transaction barriers: the host launches this on 9.0+ only
@@ -338,10 +369,10 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_chain_kernel(const ChainArgs
   }
   __syncthreads();
   if (threadIdx.x >= kConsumers) {
-    if (threadIdx.x == kConsumers) produce<T>(a, ring);
+    if (threadIdx.x == kConsumers) produce<T, kRecord>(a, ring);
     return;
   }
-  consume<T>(a, ring, act, partial);
+  consume<T, kRecord>(a, ring, act, partial);
 #endif
 }
 
@@ -369,23 +400,26 @@ size_t smem_limit() {
     BRAID_CUDA_CHECK(cudaGetDevice(&dev));
     BRAID_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     cudaFuncAttributes attr{};
-    BRAID_CUDA_CHECK(cudaFuncGetAttributes(&attr, gemv_chain_kernel<__nv_bfloat16>));
-    for (auto kernel : {gemv_chain_kernel<__nv_bfloat16>, gemv_chain_kernel<__half>})
+    BRAID_CUDA_CHECK(cudaFuncGetAttributes(&attr, gemv_chain_kernel<__nv_bfloat16, true>));
+    for (auto kernel : {gemv_chain_kernel<__nv_bfloat16, false>, gemv_chain_kernel<__half, false>,
+                        gemv_chain_kernel<__nv_bfloat16, true>, gemv_chain_kernel<__half, true>})
       prefer_max_shared_if_asked(reinterpret_cast<const void*>(kernel));
     return static_cast<size_t>(optin) - attr.sharedSizeBytes;
   }();
   return limit;
 }
 
-template <typename T>
+template <typename T, bool kRecord>
 void launch(const ChainArgs& a, size_t smem, cudaStream_t stream) {
-  opt_in(gemv_chain_kernel<T>, static_cast<int>(smem_limit()));
+  opt_in(gemv_chain_kernel<T, kRecord>, static_cast<int>(smem_limit()));
   // One block per SM: every block resident at once (the stages wait on all of them).
   const bool programmatic = programmatic_launch_enabled() && ops::ConstantWeights::active();
-  launch_dependent_if(programmatic, gemv_chain_kernel<T>, dim3(static_cast<unsigned>(sm_count())),
-                      dim3(kThreads), smem, stream, a);
+  launch_dependent_if(programmatic, gemv_chain_kernel<T, kRecord>,
+                      dim3(static_cast<unsigned>(sm_count())), dim3(kThreads), smem, stream, a);
   BRAID_CUDA_CHECK_LAUNCH();
 }
+
+unsigned long long* g_stamps = nullptr;  // gemv_chain_record_stamps
 
 }  // namespace
 
@@ -412,11 +446,14 @@ bool gemv_chain_takes(std::span<const ops::ChainStage> stages) {
   return true;
 }
 
+void gemv_chain_record_stamps(unsigned long long* stamps) { g_stamps = stamps; }
+
 void gemv_chain(std::span<const ops::ChainStage> stages, const Tensor& counter, Stream stream) {
   ChainArgs a{};
   a.stages = static_cast<int>(stages.size());
   a.slots = ring_slots();
   a.counter = static_cast<unsigned int*>(counter.data);
+  a.stamps = g_stamps;
   int64_t widest = 0;
   for (size_t i = 0; i < stages.size(); ++i) {
     const ops::ChainStage& s = stages[i];
@@ -437,10 +474,11 @@ void gemv_chain(std::span<const ops::ChainStage> stages, const Tensor& counter, 
   while (a.slots > kMinSlots && a.slots * size_t{kSlotBytes} + row_bytes > limit) --a.slots;
   const size_t smem = static_cast<size_t>(a.slots) * kSlotBytes + row_bytes;
   auto s = static_cast<cudaStream_t>(stream.handle);
-  if (stages[0].x.dtype == DType::bf16)
-    launch<__nv_bfloat16>(a, smem, s);
+  const bool bf16 = stages[0].x.dtype == DType::bf16;
+  if (g_stamps)
+    bf16 ? launch<__nv_bfloat16, true>(a, smem, s) : launch<__half, true>(a, smem, s);
   else
-    launch<__half>(a, smem, s);
+    bf16 ? launch<__nv_bfloat16, false>(a, smem, s) : launch<__half, false>(a, smem, s);
 }
 
 }  // namespace braid::cuda
