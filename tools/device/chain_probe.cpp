@@ -8,24 +8,26 @@
 //   stamps    one layer chain with globaltimer stamps per block and stage (gemv_chain.cu's Stamp
 //             events): when blocks open a stage, have its row, finish it, and when the producer
 //             issued its pieces.
-// Each case is a CUDA graph of calls over enough weight sets to overflow L2, replayed; median of
-// replays. The copy ceiling (cudaMemcpy device to device) is measured in the same run.
-// Build (here, against a CUDA build of the library):
-//   g++ -std=c++20 -O2 -Iinclude -Isrc -I/usr/local/cuda/include tools/device/chain_probe.cpp \
-//     build/libbraid_static.a -L/usr/local/cuda/lib64 -lcudart -lcublasLt -lcublas -o chain_probe
+// Each case is timed by the bench harness (time_launches, graph mode: one call per weight set,
+// enough sets to overflow L2 twice, the graph replayed; the median per call), against the bench's
+// copy ceiling measured in the same run.
+// Build (here, against a CUDA build of the library; one command):
+//   g++ -std=c++20 -O2 -Iinclude -Isrc -I/usr/local/cuda/include tools/device/chain_probe.cpp
+//     build/libbraid_bench.a build/libbraid_http.a build/libbraid_static.a
+//     -L/usr/local/cuda/lib64 -lcudart -lcublasLt -lcublas -o build/chain_probe
 // Run: chain_probe [SHAPE...]  (default: qwen2.5-0.5b llama-3.2-1b llama-3.1-8b); the ring's depth
 // follows BRAID_CHAIN_SLOTS, as in the library.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "bench/harness/cuda/ceilings.h"
+#include "bench/harness/cuda/timer.h"
 #include "braid/buffer.h"
 #include "braid/ops.h"
 #include "ops/cuda/cuda_ops.h"
@@ -52,27 +54,24 @@ const Shape kShapes[] = {{"qwen2.5-0.5b", 896, 4864, 1152, true},
                          {"llama-3.2-1b", 2048, 8192, 3072, false},
                          {"llama-3.1-8b", 4096, 14336, 6144, false}};
 
-// bf16 values in [-a, a] from a small random block, tiled over the tensor (timing only).
+// bf16 values in [-a, a]: 1 MB of random values, tiled over the tensor from a point `seed` picks
+// (timing only; the values need not differ between sets).
 void fill_random(const Tensor& t, float a, uint64_t seed) {
-  static std::vector<uint16_t> block;
-  if (block.empty()) {
-    std::mt19937_64 rng(7);
-    std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-    block.resize(1 << 20);
-    for (auto& v : block) {
-      const float f = d(rng) * a;
-      uint32_t bits;
-      std::memcpy(&bits, &f, 4);
-      v = static_cast<uint16_t>(bits >> 16);
-    }
+  constexpr size_t kTile = size_t{1} << 19;  // values copied at a time
+  std::vector<uint16_t> values(2 * kTile);
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  for (auto& v : values) {
+    const float f = d(rng) * a;
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    v = static_cast<uint16_t>(bits >> 16);
   }
-  const size_t bytes = static_cast<size_t>(t.numel()) * 2;
-  const size_t shift = (seed * 4099) % (block.size() / 2);
-  for (size_t off = 0; off < bytes; off += block.size()) {
-    const size_t n = std::min(block.size(), bytes - off);
-    CK(cudaMemcpy(static_cast<char*>(t.data) + off, block.data() + shift / 2, n,
+  const uint16_t* tile = values.data() + (seed * 4099) % kTile;
+  const size_t count = static_cast<size_t>(t.numel());
+  for (size_t at = 0; at < count; at += kTile)
+    CK(cudaMemcpy(static_cast<uint16_t*>(t.data) + at, tile, std::min(kTile, count - at) * 2,
                   cudaMemcpyHostToDevice));
-  }
 }
 
 struct Layer {
@@ -112,8 +111,7 @@ struct Layer {
             ops::ChainStage::swiglu_gemm_add(mlp, down, residual, act, proj),
             ops::ChainStage::rms_norm_gemm(residual, attn_norm, eps, qkv_w, qkv_bias, qkv, normed)};
   }
-  void ops_one_by_one(float eps, cudaStream_t s) const {
-    const Stream st{s};
+  void ops_one_by_one(float eps, Stream st) const {
     ops::gemm_add(attn, o, o_bias, residual, proj, st);
     ops::rms_norm_gemm(residual, mlp_norm, eps, gate_up, Tensor{}, mlp, normed, st);
     ops::swiglu_gemm_add(mlp, down, residual, act, proj, st);
@@ -133,47 +131,22 @@ struct Layer {
   }
 };
 
-// Median microseconds of one replay of a graph that `body` captures on `s`, over 15 replays.
-double time_graph(cudaStream_t s, const std::function<void()>& body) {
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-  {
-    ops::ConstantWeights constant;  // programmatic launch, as forward()'s capture
-    body();
-  }
-  CK(cudaStreamEndCapture(s, &g));
-  CK(cudaGraphInstantiate(&ge, g, 0));
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  std::vector<double> t;
-  for (int i = 0; i < 18; ++i) {
-    CK(cudaEventRecord(a, s));
-    CK(cudaGraphLaunch(ge, s));
-    CK(cudaEventRecord(b, s));
-    CK(cudaEventSynchronize(b));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    if (i >= 3) t.push_back(ms * 1e3);
-  }
-  std::sort(t.begin(), t.end());
-  CK(cudaGraphExecDestroy(ge));
-  CK(cudaGraphDestroy(g));
-  CK(cudaEventDestroy(a));
-  CK(cudaEventDestroy(b));
-  return t[t.size() / 2];
-}
-
-double copy_gbps(cudaStream_t s) {
-  const size_t bytes = size_t{1} << 30;
-  void *x, *y;
-  CK(cudaMalloc(&x, bytes));
-  CK(cudaMalloc(&y, bytes));
-  const double us = time_graph(s, [&] { CK(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, s)); });
-  CK(cudaFree(x));
-  CK(cudaFree(y));
-  return 2.0 * bytes / us / 1e3;
+// Median microseconds of one call of `call(layer, stream)`, over every layer's weights in turn
+// (a graph of one call per layer, replayed; programmatic launch on, as forward()'s capture).
+template <typename Call>
+double time_per_layer(const std::vector<Layer>& layers, Call call) {
+  bench::TimingConfig config;
+  config.mode = bench::TimingMode::graph;
+  config.sets = config.batch = static_cast<int>(layers.size());
+  config.warmup = 3;
+  config.reps = 15;
+  return bench::time_launches(
+             [&](int set, Stream s) {
+               ops::ConstantWeights constant;
+               call(layers[static_cast<size_t>(set)], s);
+             },
+             config)
+      .median_us;
 }
 
 // Per stage, over blocks: when the stage opened (median, last), its row was ready, it was done
@@ -201,61 +174,50 @@ void probe(const Shape& sh, cudaStream_t s, double copy) {
   const float eps = 1e-6f;
   Layer first(sh, 1);
   const int64_t layer_bytes = first.bytes();
-  const int sets = static_cast<int>(std::max<int64_t>(2, (200ll << 20) / layer_bytes + 1));
+  int dev = 0, l2 = 0;
+  CK(cudaGetDevice(&dev));
+  CK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+  const int sets = bench::rotating_sets(static_cast<size_t>(layer_bytes), static_cast<size_t>(l2), 2);
   std::vector<Layer> layers;
   layers.reserve(sets);
   layers.push_back(std::move(first));
   for (int i = 1; i < sets; ++i) layers.emplace_back(sh, 100 * i + 1);
 
-  const double chain = time_graph(s, [&] {
-    for (auto& L : layers) {
-      auto v = L.stages(eps);
-      ops::gemv_chain(v, L.counter, Stream{s});
-    }
-  }) / sets;
-  const double separate = time_graph(s, [&] {
-    for (auto& L : layers) L.ops_one_by_one(eps, s);
-  }) / sets;
+  const double chain = time_per_layer(layers, [&](const Layer& L, Stream st) {
+    auto v = L.stages(eps);
+    ops::gemv_chain(v, L.counter, st);
+  });
+  const double separate =
+      time_per_layer(layers, [&](const Layer& L, Stream st) { L.ops_one_by_one(eps, st); });
   const double floor_us = layer_bytes / copy / 1e3;
   std::printf("%s layer (%.1f MB, floor %.2f us at %.0f GB/s): chain %.2f us (%.0f GB/s), ops %.2f us (%.0f GB/s)\n",
               sh.name, layer_bytes / 1e6, floor_us, copy, chain, layer_bytes / chain / 1e3, separate,
               layer_bytes / separate / 1e3);
 
   const double gu_bytes = 2.0 * layers[0].gate_up.view().numel();
-  const double gu_chain = time_graph(s, [&] {
-    for (auto& L : layers) {
-      auto v = L.stages(eps);
-      ops::gemv_chain(std::span(v).subspan(1, 1), L.counter, Stream{s});
-    }
-  }) / sets;
-  const double gu_op = time_graph(s, [&] {
-    for (auto& L : layers)
-      ops::rms_norm_gemm(L.residual, L.mlp_norm, eps, L.gate_up, Tensor{}, L.mlp, L.normed, Stream{s});
-  }) / sets;
+  const double gu_chain = time_per_layer(layers, [&](const Layer& L, Stream st) {
+    auto v = L.stages(eps);
+    ops::gemv_chain(std::span(v).subspan(1, 1), L.counter, st);
+  });
+  const double gu_op = time_per_layer(layers, [&](const Layer& L, Stream st) {
+    ops::rms_norm_gemm(L.residual, L.mlp_norm, eps, L.gate_up, Tensor{}, L.mlp, L.normed, st);
+  });
   std::printf("%s gate_up alone (%.1f MB): chain %.2f us (%.0f GB/s), op %.2f us (%.0f GB/s)\n", sh.name,
               gu_bytes / 1e6, gu_chain, gu_bytes / gu_chain / 1e3, gu_op, gu_bytes / gu_op / 1e3);
 
-  const double b8 = time_graph(s, [&] {
-    for (auto& L : layers) {
-      auto v = L.boundary_stages();
-      ops::gemv_chain(v, L.counter, Stream{s});
-    }
-  }) / sets;
-  const double b1 = time_graph(s, [&] {
-    for (auto& L : layers) {
-      auto v = L.boundary_stages();
-      ops::gemv_chain(std::span(v).first(1), L.counter, Stream{s});
-    }
-  }) / sets;
+  const double b8 = time_per_layer(layers, [&](const Layer& L, Stream st) {
+    auto v = L.boundary_stages();
+    ops::gemv_chain(v, L.counter, st);
+  });
+  const double b1 = time_per_layer(layers, [&](const Layer& L, Stream st) {
+    auto v = L.boundary_stages();
+    ops::gemv_chain(std::span(v).first(1), L.counter, st);
+  });
   std::printf("%s boundary (o_proj %.2f MB a stage): 1 stage %.2f us, 8 stages %.2f us: %.2f us a stage after the first\n",
               sh.name, 2.0 * layers[0].o.view().numel() / 1e6, b1, b8, (b8 - b1) / 7);
 
-  const int blocks = [] {
-    int dev, n;
-    CK(cudaGetDevice(&dev));
-    CK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-    return n;
-  }();
+  int blocks = 0;
+  CK(cudaDeviceGetAttribute(&blocks, cudaDevAttrMultiProcessorCount, dev));
   unsigned long long* d_stamps;
   const size_t n_stamps = static_cast<size_t>(blocks) * ops::kMaxChainStages * 6;
   CK(cudaMalloc(&d_stamps, n_stamps * 8));
@@ -285,8 +247,10 @@ void probe(const Shape& sh, cudaStream_t s, double copy) {
 int main(int argc, char** argv) {
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  const double copy = copy_gbps(s);
-  std::printf("copy ceiling %.0f GB/s\n", copy);
+  const double copy =
+      bench::measure_ceilings(/*quick=*/true, /*device=*/0, false, false, [](bench::ResultRow) {})
+          .copy_gbps;
+  std::printf("copy ceiling %.0f GB/s (bench ceilings --quick)\n", copy);
   for (const Shape& sh : kShapes) {
     bool wanted = argc < 2;
     for (int i = 1; i < argc; ++i) wanted |= std::string(argv[i]) == sh.name;
