@@ -3,7 +3,7 @@
 // A decode step reads the whole KV cache once and does only ~2 FLOPs per byte, so the kernel's
 // job is to keep every SM streaming K and V at full bandwidth. The keys of each sequence are cut
 // into `splits` chunks; block (split, kv head [, head block], sequence) streams one chunk of one
-// KV head through shared memory (cp.async, Block::kStages tiles of keys in flight) and scores
+// KV head through shared memory (cp.async, kStages tiles of keys, two in flight) and scores
 // it against all the query heads that share that KV head (GQA), so K and V are read once per
 // KV head, not once per query head.
 //
@@ -68,8 +68,8 @@ template <int W>
 struct Block {
   static constexpr int kThreads = 32 * W;
   static constexpr int kTileKeys = 16 * W;
-  static constexpr int kStages = 3;
 };
+constexpr int kStages = 3;  // tiles in shared memory: two in flight while one is used
 
 // The chunk rule (chunk_keys; attention_decode.md, "Chunk rule v2"): the grid splits a page table
 // into chunks of at least kMinSplitKeys keys, and a sequence of up to kOneChunkKeys keys is one
@@ -135,7 +135,7 @@ __host__ __device__ __forceinline__ int chunk_keys(int kv_len, int splits) {
 template <typename T, int D, int W>
 constexpr int smem_bytes() {
   using B = Block<W>;
-  return kRows * D * int(sizeof(T)) + 2 * B::kStages * B::kTileKeys * D * int(sizeof(T)) +
+  return kRows * D * int(sizeof(T)) + 2 * kStages * B::kTileKeys * D * int(sizeof(T)) +
          (kRows + 1) * D * int(sizeof(float)) + 2 * D * int(sizeof(T));
 }
 
@@ -345,7 +345,7 @@ template <typename T, int D, bool kAppend, int W>
 __global__ void __launch_bounds__(Block<W>::kThreads)
     decode_split_kernel(const DecodeArgs a, const AppendArgs ap, const ops::RopeTable rope) {
   constexpr int kWarps = W, kThreads = Block<W>::kThreads;
-  constexpr int kTileKeys = Block<W>::kTileKeys, kStages = Block<W>::kStages;
+  constexpr int kTileKeys = Block<W>::kTileKeys;
   extern __shared__ __align__(128) unsigned char smem[];
   constexpr int kStageBytes = kTileKeys * D * int(sizeof(T));
   constexpr int kRedStride = D + 8;  // floats; padding keeps the merge's float2 stores conflict-free
