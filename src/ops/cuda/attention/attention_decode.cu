@@ -63,7 +63,7 @@ constexpr int kRows = 16;  // query heads per block: the mma's M
 // block until attention_decode.md's "Eight warps for head_dim 128": a short chunk is one block's
 // chain of dependent instructions, and eight warps halve each warp's share of it. An eight-warp
 // block holds as many bytes in flight as two four-warp blocks (it takes twice their shared memory,
-// 210 KiB at head_dim 128, one block an SM where four-warp blocks fit two).
+// 205 KiB at head_dim 128, one block an SM where four-warp blocks fit two).
 template <int W>
 struct Block {
   static constexpr int kThreads = 32 * W;
