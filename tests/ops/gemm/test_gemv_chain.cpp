@@ -2,8 +2,10 @@
 // op. On the CPU it is the ops in order (the same bits); on CUDA one persistent kernel, against
 // the CPU chain and against the same ops run one by one on the GPU, on the shapes of Qwen2.5-0.5B
 // and Llama-3.2-1B and on awkward ones (stages with fewer rows than blocks, k not a multiple of
-// the kernel's 1024-column pieces), eagerly, twice on one counter, programmatically inside
-// ops::ConstantWeights and as CUDA-graph replays; the counter must be zero after every call.
+// the kernel's 1024-column pieces, a 10240-wide down stage), eagerly, twice on one counter,
+// programmatically inside ops::ConstantWeights and as CUDA-graph replays whose input changes
+// from one replay to the next, and with a stage that reads an earlier stage's output than the
+// one just before it; the counter must be zero after every call.
 // A stage that read its input before the stage before had written it would be off by a whole
 // stage's update: the test shows that error is far past the bound.
 #include <cmath>
@@ -76,8 +78,10 @@ constexpr float kEps = 1e-6f;
 struct ChainResult {
   std::vector<float> residual, qkv;
 };
-ChainResult cpu_chain(const ChainShape& s, DType t, uint64_t seed, int count, bool race = false) {
+ChainResult cpu_chain(const ChainShape& s, DType t, uint64_t seed, int count, bool race = false,
+                      const Tensor& start = Tensor{}) {  // start: replaces the random residual
   LayerChain L(s, t, seed, Device::cpu());
+  if (start.data) copy(start, L.residual.view());
   std::vector<ops::ChainStage> st = L.stages(kEps, count);
   if (race) {
     // The down stage's residual add lost: the qkv stage reads the residual as gate_up left it.
@@ -145,7 +149,9 @@ std::vector<ChainShape> cuda_shapes() {
           {"llama_3_2_1b", 2048, 8192, 3072, false},
           // 40 rows of qkv over ~132 blocks (most blocks own none), k = 1368 and 520 (a second,
           // partial 1024-column piece; one short piece), n not a multiple of the 8-row groups.
-          {"awkward", 520, 1368, 40, true}};
+          {"awkward", 520, 1368, 40, true},
+          // k = 10240 for down: five 16-byte pieces of its row a consumer thread.
+          {"wide", 1024, 10240, 256, false}};
 }
 
 TEST(GemvChain, CudaMatchesTheCpuAndTheOpsOneByOne) {
@@ -179,6 +185,33 @@ TEST(GemvChain, CudaMatchesTheCpuAndTheOpsOneByOne) {
   }
 }
 
+// A stage that reads an earlier stage's output than the one just before it: o_proj -> gate_up ->
+// qkv of the residual that gate_up also read; twice, the second call on the first's residual.
+TEST(GemvChain, CudaStageReadingAnEarlierStage) {
+  BRAID_REQUIRE_CUDA();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const ChainShape s{"qwen2_5_0_5b", 896, 4864, 1152, true};
+  auto mixed = [](const LayerChain& L) {
+    const std::vector<ops::ChainStage> all = L.stages(kEps);
+    return std::vector<ops::ChainStage>{all[0], all[1], all[3]};
+  };
+  for (DType t : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtype_name(t));
+    const double tol = 2 * tolerance(t);
+    LayerChain C(s, t, seed, Device::cpu()), L(s, t, seed, Device::cuda(0));
+    for (int call = 0; call < 2; ++call) {
+      ops::gemv_chain(mixed(C), C.counter);
+      ops::gemv_chain(mixed(L), L.counter);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      EXPECT_LE(rel_error(to_floats(L.residual), to_floats(C.residual)), tol) << "call " << call;
+      EXPECT_LE(rel_error(to_floats(L.mlp), to_floats(C.mlp)), tol) << "call " << call;
+      EXPECT_LE(rel_error(to_floats(L.qkv), to_floats(C.qkv)), tol) << "call " << call;
+      EXPECT_EQ(to_floats(L.counter)[0], 0.0f) << "call " << call;
+    }
+  }
+}
+
 TEST(GemvChain, BoundTellsARaceFromRounding) {
   const ChainShape s{"qwen2_5_0_5b", 896, 4864, 1152, true};
   const uint64_t seed = fresh_seed();
@@ -188,7 +221,8 @@ TEST(GemvChain, BoundTellsARaceFromRounding) {
   EXPECT_GT(rel_error(raced.qkv, want.qkv), 10 * 2 * tolerance(DType::bf16));
 }
 
-// Repeated calls on one counter, programmatic launches inside ConstantWeights, graph replays.
+// Repeated calls on one counter, programmatic launches inside ConstantWeights, graph replays whose
+// residual alternates between two starts (a stage that took the replay before's values is off).
 TEST(GemvChain, CudaRepeatsOnOneCounterAndInGraphReplays) {
   BRAID_REQUIRE_CUDA();
   const uint64_t seed = fresh_seed();
@@ -197,7 +231,10 @@ TEST(GemvChain, CudaRepeatsOnOneCounterAndInGraphReplays) {
   const DType t = DType::bf16;
   const Device gpu = Device::cuda(0);
   const double tol = 2 * tolerance(t);
-  const ChainResult once = cpu_chain(s, t, seed, 4);
+  const OwnedTensor start_a = random_host(t, {1, s.hidden}, seed + 1000, -2.0f, 2.0f);
+  const OwnedTensor start_b = random_host(t, {1, s.hidden}, seed + 2000, -2.0f, 2.0f);
+  const ChainResult want_a = cpu_chain(s, t, seed, 4, false, start_a);
+  const ChainResult want_b = cpu_chain(s, t, seed, 4, false, start_b);
   // Two chains in a row: the second starts from the first's residual.
   std::vector<float> twice_residual, twice_qkv;
   {
@@ -235,12 +272,15 @@ TEST(GemvChain, CudaRepeatsOnOneCounterAndInGraphReplays) {
   ASSERT_EQ(cudaStreamEndCapture(cs, &graph), cudaSuccess);
   cudaGraphExec_t exec = nullptr;
   ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  for (int replay = 0; replay < 5; ++replay) {
+  for (int replay = 0; replay < 6; ++replay) {
+    const bool a = replay % 2 == 0;
+    copy(a ? start_a : start_b, start.view());
     fill_bytes(L.qkv, 0xFF, stream.get());  // NaN unless the chain writes every element
     ASSERT_EQ(cudaGraphLaunch(exec, cs), cudaSuccess);
     stream.synchronize();
-    EXPECT_LE(rel_error(to_floats(L.residual), once.residual), tol) << "replay " << replay;
-    EXPECT_LE(rel_error(to_floats(L.qkv), once.qkv), tol) << "replay " << replay;
+    const ChainResult& want = a ? want_a : want_b;
+    EXPECT_LE(rel_error(to_floats(L.residual), want.residual), tol) << "replay " << replay;
+    EXPECT_LE(rel_error(to_floats(L.qkv), want.qkv), tol) << "replay " << replay;
     EXPECT_EQ(to_floats(L.counter)[0], 0.0f) << "replay " << replay;
   }
   cudaGraphExecDestroy(exec);
