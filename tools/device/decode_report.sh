@@ -23,4 +23,4 @@ BRAIDINFER_LIBRARY="$B/libbraid.so" PYTHONPATH=python timeout 75 \
   python3 -m braidinfer.compare_decode --json "$OUT/compare_decode.json" 2>&1 | tail -14
 tar czf "$OUT/logs.tar.gz" -C "$OUT" profile.json profile.log tests.log &&
   rm -f "$OUT/profile.json" "$OUT/profile.log" "$OUT/tests.log"
-[[ -n "${EXTRA_CMD:-}" ]] && eval "$EXTRA_CMD"
+if [[ -n "${EXTRA_CMD:-}" ]]; then eval "$EXTRA_CMD"; fi
