@@ -12,10 +12,11 @@
 // never written out), K is the B operand of S = Q K^T and V that of O = P V. Each of the block's
 // warps (four, or eight: Block) takes 16 keys of every tile and keeps its own online softmax
 // (running max m, sum l and the fp32 accumulator, in the log2 domain); the warps are merged once
-// at the end through shared memory. A block then writes its chunk's normalised output and log-sum-exp to the workspace, and
-// a combine kernel merges the chunks of each (sequence, query head); it is launched as a
-// programmatic dependent (PDL), so its launch overlaps the split kernel. With one split the
-// first kernel writes the output itself and the combine launch is skipped.
+// at the end through shared memory. A block then writes its chunk's normalised output and
+// log-sum-exp to the workspace, and a combine kernel merges the chunks of each (sequence, query
+// head); it is launched as a programmatic dependent (PDL), so its launch overlaps the split
+// kernel. With one split the first kernel writes the output itself and the combine launch is
+// skipped.
 //
 // The grid depends only on shapes (the page table's capacity, not kv_lens), so it is the same on
 // every decode step and can be captured in a CUDA graph. The chunk length is computed on the
@@ -393,13 +394,13 @@ __global__ void __launch_bounds__(Block<W>::kThreads)
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < tiles)
       load_tile<T, D, W>(a, table, kvh, begin + s * kTileKeys, end, new_key, at,
-                      k_base + s * kStageBytes, v_base + s * kStageBytes);
+                         k_base + s * kStageBytes, v_base + s * kStageBytes);
     cp_async_commit();
   }
   if constexpr (kAppend) {
     pdl::wait();
-    rotate_into_tiles<T, D, W>(ap, rope, b, a.kv_heads, kvh, hb, head0, rows, holds_new_key, q_tile,
-                            heads_f32, new_k, new_v);
+    rotate_into_tiles<T, D, W>(ap, rope, b, a.kv_heads, kvh, hb, head0, rows, holds_new_key,
+                               q_tile, heads_f32, new_k, new_v);
     __syncthreads();  // new_k / new_v are complete
     if (holds_new_key && new_tile < kStages - 1)
       put_new_row<T, D>(k_stages + new_tile * kStageBytes, v_stages + new_tile * kStageBytes,
@@ -438,7 +439,8 @@ __global__ void __launch_bounds__(Block<W>::kThreads)
     const int next = t + kStages - 1;
     if (next < tiles) {
       load_tile<T, D, W>(a, table, kvh, begin + next * kTileKeys, end, new_key, at,
-                      k_base + (next % kStages) * kStageBytes, v_base + (next % kStages) * kStageBytes);
+                         k_base + (next % kStages) * kStageBytes,
+                         v_base + (next % kStages) * kStageBytes);
       if (holds_new_key && next == new_tile)
         put_new_row<T, D>(k_stages + (next % kStages) * kStageBytes,
                           v_stages + (next % kStages) * kStageBytes, new_row, new_k, new_v);
