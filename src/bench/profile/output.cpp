@@ -87,23 +87,27 @@ std::string records_line(const ProfileAnalysis& a, size_t activities) {
 
 // The phase's kernel table: the top rows, the rest summed into one.
 TextTable kernel_table(const PhaseSummary& p, int top, bool full_names) {
-  TextTable t{{"kernel", "calls", "total us", "avg us", "share"}, {false, true, true, true, true}, {}};
+  TextTable t{{"kernel", "calls", "total us", "avg us", "share", "elapsed us/step"},
+              {false, true, true, true, true, true},
+              {}};
   const size_t shown = std::min(p.kernels_table.size(), static_cast<size_t>(std::max(top, 0)));
   for (size_t i = 0; i < shown; ++i) {
     const KernelRow& r = p.kernels_table[i];
     t.rows.push_back({full_names ? r.demangled : r.short_name, fmt::format("{}", r.calls),
-                      us(r.total_us), us(r.avg_us), pct(r.share)});
+                      us(r.total_us), us(r.avg_us), pct(r.share), us(r.elapsed_us_per_step)});
   }
   if (shown < p.kernels_table.size()) {
     int calls = 0;
-    double total = 0, share = 0;
+    double total = 0, share = 0, elapsed = 0;
     for (size_t i = shown; i < p.kernels_table.size(); ++i) {
       calls += p.kernels_table[i].calls;
       total += p.kernels_table[i].total_us;
       share += p.kernels_table[i].share;
+      elapsed += p.kernels_table[i].elapsed_us_per_step;
     }
     t.rows.push_back({fmt::format("({} more)", p.kernels_table.size() - shown),
-                      fmt::format("{}", calls), us(total), us(total / calls), pct(share)});
+                      fmt::format("{}", calls), us(total), us(total / calls), pct(share),
+                      us(elapsed)});
   }
   return t;
 }
@@ -306,7 +310,8 @@ nlohmann::json profile_to_json(const ProfileSetup& setup, const ProfileAnalysis&
     for (const auto& r : p.kernels_table) {
       nlohmann::json k = {{"name", r.demangled}, {"symbol", r.symbol},  {"short_name", r.short_name},
                           {"kind", activity_kind_name(r.kind)},         {"calls", r.calls},
-                          {"total_us", r.total_us}, {"avg_us", r.avg_us}, {"share", r.share}};
+                          {"total_us", r.total_us}, {"avg_us", r.avg_us}, {"share", r.share},
+                          {"elapsed_us_per_step", r.elapsed_us_per_step}};
       if (r.ncu) k["ncu"] = ncu_json(*r.ncu);
       kernels.push_back(std::move(k));
     }

@@ -219,6 +219,20 @@ TEST(Profile, ComponentSpanCountsOverlappingKernelsOnceAndGapsBetweenThem) {
   // One kernel per layer: the span is its duration.
   EXPECT_NEAR(component_of(d, "qkv_proj").span_us_per_step,
               component_of(d, "qkv_proj").us_per_step, 1e-12);
+  // The kernel rows' elapsed time, the same walk by symbol: the attention symbol's two kernels
+  // of step 0 end at 31200 (80 after qkv) and 31230 (30 more); its 155 ns of duration add 110.
+  auto kernel_row = [&](const std::string& symbol) -> const KernelRow& {
+    for (const auto& r : d.kernels_table)
+      if (r.symbol == symbol) return r;
+    throw std::runtime_error("no kernel " + symbol);
+  };
+  EXPECT_NEAR(kernel_row(kAttention).elapsed_us_per_step, (0.110 + 0.080) / 2, 1e-12);
+  EXPECT_NEAR(kernel_row(kGemv).elapsed_us_per_step, (0.110 + 0.055) / 2, 1e-12);
+  EXPECT_NEAR(kernel_row(kEmbed).elapsed_us_per_step, 0.010, 1e-12);
+  EXPECT_NEAR(kernel_row("memcpy HtoD").elapsed_us_per_step, 0.050 / 2, 1e-12);
+  elapsed = 0;
+  for (const auto& r : d.kernels_table) elapsed += r.elapsed_us_per_step;
+  EXPECT_NEAR(elapsed, ((31400 - 31000) + (51300 - 51000)) / 2e3, 1e-12);
 }
 
 TEST(Profile, PhaseTables) {
@@ -436,7 +450,7 @@ TEST(Profile, JsonAndMarkdown) {
 
   const std::string md = profile_to_markdown(synthetic_setup(), a, NcuSummary{});
   EXPECT_NE(md.find("## decode"), std::string::npos);
-  EXPECT_NE(md.find("| kernel | calls | total us | avg us | share |"), std::string::npos);
+  EXPECT_NE(md.find("| kernel | calls | total us | avg us | share | elapsed us/step |"), std::string::npos);
   EXPECT_NE(md.find("| component | us/step | span us/step | elapsed us/step | kernels/step | share |"), std::string::npos);
 }
 
