@@ -4,8 +4,9 @@ torch SDPA (cuDNN and FlashAttention backends, GQA, contiguous KV in its preferr
 [batch, kv_heads, seq, head_dim] layout) against braidinfer.ops.attention_decode (paged KV, pages
 of 16 tokens in shuffled order) on the decode shapes of ANCHORS.md: one query token, 32 query
 heads, 8 KV heads, head_dim 128, bf16. Times are medians of CUDA-event timings with the L2 cache
-flushed before each call (triton.testing.do_bench); braidinfer is also timed as 10 calls
-captured in one CUDA graph. Bytes = K + V read + q read + out written.
+flushed before each call (triton.testing.do_bench); braidinfer and cuDNN are also timed as 10
+calls captured in one CUDA graph (no host work between calls: the like pair for the decode step,
+which replays a graph). Bytes = K + V read + q read + out written.
 
 Run on the GPU machine, from the repository root:
     PYTHONPATH=python BRAIDINFER_LIBRARY=<dir with libbraid.so> \\
@@ -50,6 +51,21 @@ def run_shape(batch, kv_len, gen):
                      "gbps": nbytes / (us * 1e-6) / 1e9 if us else None, "bytes": nbytes,
                      "note": note})
 
+    def graph_row(name, call):
+        # GRAPH_CALLS calls captured in one CUDA graph, replayed: no host work between calls, and
+        # the L2 not flushed between them (a 1 x 4096 cache, 16.8 MB, stays in L2).
+        try:
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                for _ in range(GRAPH_CALLS):
+                    call()
+            graph.replay()
+            torch.cuda.synchronize()
+            row(name, time_us(graph.replay) / GRAPH_CALLS,
+                f"{GRAPH_CALLS} calls per graph, L2 warm between them")
+        except Exception as e:
+            row(name, None, f"failed: {type(e).__name__}: {str(e).splitlines()[0][:120]}")
+
     # The peers: SDPA on [batch, heads, seq, head_dim], GQA handled by the backend.
     qs = q.view(batch, Q_HEADS, 1, HEAD_DIM)
     ks = k.permute(0, 2, 1, 3).contiguous()
@@ -68,6 +84,8 @@ def run_shape(batch, kv_len, gen):
         if reference is None:
             reference = out.view(batch, Q_HEADS, HEAD_DIM).float()
         row(name, time_us(call))
+        if name == "torch_sdpa_cudnn":  # timed as braidinfer's graph row is, for a like pair
+            graph_row(name + "_graph", call)
     del ks, vs
 
     # braidinfer: the same keys in pages of PAGE tokens, scattered over the pool in random order.
@@ -96,17 +114,7 @@ def run_shape(batch, kv_len, gen):
         err = (out.float() - reference).norm() / reference.norm()
         note = f"rel. error vs SDPA {err.item():.2e}"
     row("braidinfer_attention_decode", time_us(braid), note)
-    try:
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(GRAPH_CALLS):
-                braid()
-        graph.replay()
-        torch.cuda.synchronize()
-        row("braidinfer_attention_decode_graph",
-            time_us(graph.replay) / GRAPH_CALLS, f"{GRAPH_CALLS} calls per graph, L2 warm between them")
-    except Exception as e:
-        row("braidinfer_attention_decode_graph", None, f"failed: {e}")
+    graph_row("braidinfer_attention_decode_graph", braid)
     return rows
 
 

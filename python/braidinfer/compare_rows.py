@@ -79,15 +79,17 @@ DECODE_NAMES = {"braidinfer_attention_decode": "braidinfer",
 
 def decode_rows(report):
     """compare_decode: {"rows": [{name, batch, kv_len, median_us, gbps, note}]}. The peers are
-    timed as braidinfer's per-call row (L2 flushed); braidinfer_graph (calls in a CUDA graph, L2
-    warm) is braidinfer's too, with no peer."""
+    timed as braidinfer's per-call row (L2 flushed), and a peer's "_graph" row (calls in a CUDA
+    graph, L2 warm) as braidinfer_graph."""
     rows = []
     for r in report.get("rows") or []:
         name = DECODE_NAMES.get(r["name"], r["name"])
         us = r.get("median_us")
+        peer = None
+        if not name.startswith("braidinfer"):
+            peer = "braidinfer_graph" if name.endswith("_graph") else "braidinfer"
         rows.append(make_row("decode", f"batch={r['batch']} kv_len={r['kv_len']}", name,
-                             us / 1e3 if us else None,
-                             None if name.startswith("braidinfer") else "braidinfer",
+                             us / 1e3 if us else None, peer,
                              gbps=r.get("gbps"), note=r.get("note")))
     return rows
 

@@ -75,6 +75,8 @@ DECODE = {  # compare_decode: run_shape()'s rows
     "rows": [
         {"name": "torch_sdpa_cudnn", "batch": 1, "kv_len": 4096, "median_us": 19.008,
          "gbps": 883.5, "bytes": 16793600, "note": ""},
+        {"name": "torch_sdpa_cudnn_graph", "batch": 1, "kv_len": 4096, "median_us": 12.5,
+         "gbps": 1343.5, "bytes": 16793600, "note": "10 calls per graph, L2 warm between them"},
         {"name": "torch_sdpa_flash", "batch": 1, "kv_len": 4096, "median_us": None, "gbps": None,
          "bytes": 16793600, "note": "unavailable: RuntimeError: no kernel"},
         {"name": "braidinfer_attention_decode", "batch": 1, "kv_len": 4096, "median_us": 118.72,
@@ -238,14 +240,16 @@ def test_attention_rows():
 def test_decode_rows():
     rows = normalise("decode", DECODE)
     _check_peers_resolve(rows)
-    assert [r["implementation"] for r in rows] == ["torch_sdpa_cudnn", "torch_sdpa_flash",
-                                                   "braidinfer", "braidinfer_graph"]
+    assert [r["implementation"] for r in rows] == ["torch_sdpa_cudnn", "torch_sdpa_cudnn_graph",
+                                                   "torch_sdpa_flash", "braidinfer",
+                                                   "braidinfer_graph"]
     cudnn = rows[0]
     assert cudnn["case"] == "batch=1 kv_len=4096" and cudnn["peer_of"] == "braidinfer"
     assert cudnn["median_ms"] == pytest.approx(0.019008) and cudnn["gbps"] == 883.5
     assert cudnn["note"] is None  # "" in the module's row
-    assert rows[1]["median_ms"] is None and rows[1]["note"].startswith("unavailable")
-    assert rows[3]["peer_of"] is None and rows[3]["median_ms"] == pytest.approx(0.01434)
+    assert rows[1]["peer_of"] == "braidinfer_graph"  # graph timings against graph timings
+    assert rows[2]["median_ms"] is None and rows[2]["note"].startswith("unavailable")
+    assert rows[4]["peer_of"] is None and rows[4]["median_ms"] == pytest.approx(0.01434)
 
 
 def test_router_rows_one_case_per_timing():

@@ -240,6 +240,10 @@ Workspace::Workspace(const ModelConfig& c, int T, Device d, DType t, int64_t dec
     router_logits = OwnedTensor(deepseek ? DType::f32 : t, {T, E}, d);
     topk_weights = OwnedTensor(DType::f32, {T, k}, d);
     topk_ids = OwnedTensor(DType::i32, {T, k}, d);
+    // moe_router_topk_softmax's count of finished blocks: zero between calls.
+    router_counter = OwnedTensor(DType::i32, {1}, d);
+    const int32_t zero = 0;
+    copy(Tensor(const_cast<int32_t*>(&zero), DType::i32, Device::cpu(), {1}), router_counter.view());
     const int64_t I_moe = c.moe_intermediate_size;
     // 16-bit experts: the GEMV path (moe_experts) takes every step in f32, else the steps of up to
     // moe_gemv_max_tokens tokens, the grouped path the longer ones. fp8 experts: the same split
@@ -445,10 +449,17 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
     } else {
       const Tensor router_logits = rows(ws.router_logits, n);
       const Tensor topk_w = rows(ws.topk_weights, n), topk_ids = rows(ws.topk_ids, n);
-      // The router's GEMV with the norm fused; it leaves normed for the experts.
-      ops::rms_norm_gemm_keep_normed(residual, lw.mlp_norm, eps, lw.router, Tensor{}, router_logits,
-                                     normed, s);
-      route(c, lw, router_logits, topk_w, topk_ids, s);
+      // The router's GEMV with the norm fused; it leaves normed for the experts. The top-k
+      // softmax router takes the routing in the same op (one kernel at decode).
+      if (c.router == ModelConfig::Router::softmax_topk) {
+        ops::moe_router_topk_softmax(residual, lw.mlp_norm, eps, lw.router, c.experts_per_token,
+                                     c.norm_topk_prob, router_logits, normed, topk_w, topk_ids,
+                                     ws.router_counter, s);
+      } else {
+        ops::rms_norm_gemm_keep_normed(residual, lw.mlp_norm, eps, lw.router, Tensor{},
+                                       router_logits, normed, s);
+        route(c, lw, router_logits, topk_w, topk_ids, s);
+      }
       // Expert parallelism's dispatch: the router chose among all experts (global ids, weights
       // normalised over the global top-k); this rank keeps the pairs of the experts it holds,
       // renumbered from 0, and the others' become kMoeNotLocal, which every path below skips.

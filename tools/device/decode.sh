@@ -6,6 +6,8 @@
 #   RUNS="shape batch context;..."  replaces the matrix (e.g. RUNS="llama-3.2-1b 1 256")
 #   PDL_AB=1                         runs each case twice in a row: BRAID_PDL=0 (every kernel
 #                                    launched the ordinary way), then as shipped
+#   AB_ENV="VAR=VALUE"               the same with another switch (e.g. BRAID_ROUTER_FUSED=0);
+#                                    those files are named ..._off (PDL_AB's: ..._nopdl)
 #   BINS="NAME=PATH ..."             runs each case with each of these binaries in turn, one
 #                                    after another (A/B of two builds in one call); files are
 #                                    named SHAPE_bB_cC_NAME
@@ -21,7 +23,10 @@ default_runs+=";deepseek-ocr-lm 1 256;deepseek-v2-lite 1 256;moonlight-16b-a3b 1
 default_runs+=";llama-3.1-8b-fp8 1 256;llama-3.1-8b-fp8-dynamic 1 256;qwen3-30b-a3b-fp8 1 256"
 IFS=';' read -r -a runs <<<"${RUNS:-$default_runs}"
 variants=("")
-[[ "${PDL_AB:-0}" == 1 ]] && variants=("0" "")
+ab_env=${AB_ENV:-}
+ab_label=off
+[[ "${PDL_AB:-0}" == 1 ]] && ab_env=BRAID_PDL=0 && ab_label=nopdl
+[[ -n "$ab_env" ]] && variants=("$ab_env" "")
 read -r -a bins <<<"${BINS:-=$BIN}"
 rc=0
 (
@@ -29,11 +34,11 @@ status=0
 for r in "${runs[@]}"; do
   read -r shape batch context <<<"$r"
   for bin in "${bins[@]}"; do
-  for pdl in "${variants[@]}"; do
+  for setting in "${variants[@]}"; do  # an assignment to export, or "" for as shipped
     label=${bin%%=*}
-    name="${shape}_b${batch}_c${context}${label:+_$label}${pdl:+_nopdl}"
+    name="${shape}_b${batch}_c${context}${label:+_$label}${setting:+_$ab_label}"
     echo "=== $name"
-    if [[ -n "$pdl" ]]; then export BRAID_PDL=$pdl; else unset BRAID_PDL; fi
+    if [[ -n "$setting" ]]; then export "${setting?}"; elif [[ -n "$ab_env" ]]; then unset "${ab_env%%=*}"; fi
     "${bin#*=}" bench decode --shape "$shape" --batch "$batch" --context "$context" "$@" \
       --json "$OUT/decode/$name.json" > "$OUT/decode/$name.log" 2>&1 || status=1
     grep -E "graph.*ms/step|error" "$OUT/decode/$name.log"

@@ -286,7 +286,8 @@ PhaseSummary summarize_phase(const std::string& phase, const ProfileTrace& trace
     KernelRow& row = s.kernels_table[it->second];
     ++row.calls;
     row.total_us += us;
-    ends_of_step[attribution[i].step].emplace_back(a.end_ns, a.start_ns, it->second);
+    if (a.kind == ActivityKind::kernel)  // as the step's wall: kernels only (step_figures)
+      ends_of_step[attribution[i].step].emplace_back(a.end_ns, a.start_ns, it->second);
     const std::string& comp = attribution[i].component;
     if (seen.insert(comp).second) component_order.push_back(comp);
     ComponentRow& c = components[comp];

@@ -141,10 +141,12 @@ struct KernelRow {
   int calls = 0;
   double total_us = 0, avg_us = 0;
   double share = 0;  // of the phase's GPU time (sum of all its activities' durations)
-  // From the end of the activity that finished before it in its step to its own end (the step's
-  // first: its duration), summed over its calls, per step. With programmatic dependent launch a
-  // kernel's duration includes the time it waits for its predecessor; this is what it adds to the
-  // step instead: the rows of a step add up to its wall time (as ComponentRow's elapsed does).
+  // Kernels: from the end of the kernel that finished before it in its step to its own end (the
+  // step's first: its duration), summed over its calls, per step. With programmatic dependent
+  // launch a kernel's duration includes the time it waits for its predecessor; this is what it
+  // adds to the step instead. The kernel rows of a step add up to its wall time (first kernel
+  // start to last kernel end: a graph replay's input copy, and the host's launch of the replay
+  // after it, stay out, as in the wall time). Copies: 0.
   double elapsed_us_per_step = 0;
   std::optional<NcuKernelMetrics> ncu;  // folded in from Nsight Compute, when it profiled it
 };

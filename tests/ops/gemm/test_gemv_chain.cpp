@@ -54,6 +54,22 @@ struct LayerChain {
     normed = poisoned(t, {1, s.hidden}, d);
     act = poisoned(t, {1, s.inter}, d);
     proj = poisoned(t, {1, s.hidden}, d);
+    zero_counter(d);
+  }
+
+  // A copy of `from` (weights and activations) on `d`: the random values are drawn once per
+  // shape, which is most of a CPU test's time at the 1B shapes.
+  LayerChain(const LayerChain& from, Device d) {
+    auto on = [&](const OwnedTensor& t) { return t.data() ? to_device(t, d) : OwnedTensor{}; };
+    o = on(from.o), o_bias = on(from.o_bias), mlp_norm = on(from.mlp_norm);
+    gate_up = on(from.gate_up), down = on(from.down), attn_norm = on(from.attn_norm);
+    qkv_w = on(from.qkv_w), qkv_bias = on(from.qkv_bias);
+    attn = on(from.attn), residual = on(from.residual), mlp = on(from.mlp), qkv = on(from.qkv);
+    normed = on(from.normed), act = on(from.act), proj = on(from.proj);
+    zero_counter(d);
+  }
+
+  void zero_counter(Device d) {
     const int32_t zero = 0;
     counter = OwnedTensor(DType::i32, {1}, d);
     copy(Tensor(const_cast<int32_t*>(&zero), DType::i32, Device::cpu(), {1}), counter.view());
@@ -78,9 +94,9 @@ constexpr float kEps = 1e-6f;
 struct ChainResult {
   std::vector<float> residual, qkv;
 };
-ChainResult cpu_chain(const ChainShape& s, DType t, uint64_t seed, int count, bool race = false,
+ChainResult cpu_chain(const LayerChain& host, int count, bool race = false,
                       const Tensor& start = Tensor{}) {  // start: replaces the random residual
-  LayerChain L(s, t, seed, Device::cpu());
+  LayerChain L(host, Device::cpu());
   if (start.data) copy(start, L.residual.view());
   std::vector<ops::ChainStage> st = L.stages(kEps, count);
   if (race) {
@@ -94,6 +110,10 @@ ChainResult cpu_chain(const ChainShape& s, DType t, uint64_t seed, int count, bo
     ops::gemv_chain(st, L.counter);
   }
   return {to_floats(L.residual), count == 4 ? to_floats(L.qkv) : std::vector<float>{}};
+}
+ChainResult cpu_chain(const ChainShape& s, DType t, uint64_t seed, int count, bool race = false,
+                      const Tensor& start = Tensor{}) {
+  return cpu_chain(LayerChain(s, t, seed, Device::cpu()), count, race, start);
 }
 
 TEST(GemvChain, CpuIsTheOpsInOrder) {
@@ -161,16 +181,17 @@ TEST(GemvChain, CudaMatchesTheCpuAndTheOpsOneByOne) {
   const Device gpu = Device::cuda(0);
   for (const ChainShape& s : cuda_shapes()) {
     for (DType t : {DType::bf16, DType::f16}) {
+      const LayerChain host(s, t, seed, Device::cpu());
       for (int count : {4, 3, 1}) {
         SCOPED_TRACE(std::string(s.label) + " " + std::string(dtype_name(t)) + " stages " +
                      std::to_string(count));
-        const ChainResult want = cpu_chain(s, t, seed, count);
+        const ChainResult want = cpu_chain(host, count);
         const double tol = 2 * tolerance(t);
 
-        LayerChain one_by_one(s, t, seed, gpu);
+        LayerChain one_by_one(host, gpu);
         for (const ops::ChainStage& st : one_by_one.stages(kEps, count))
           ops::gemv_chain(std::span(&st, 1), one_by_one.counter);  // stage by stage
-        LayerChain L(s, t, seed, gpu);
+        LayerChain L(host, gpu);
         ops::gemv_chain(L.stages(kEps, count), L.counter);
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         EXPECT_LE(rel_error(to_floats(L.residual), want.residual), tol);
@@ -199,7 +220,7 @@ TEST(GemvChain, CudaStageReadingAnEarlierStage) {
   for (DType t : {DType::bf16, DType::f16}) {
     SCOPED_TRACE(dtype_name(t));
     const double tol = 2 * tolerance(t);
-    LayerChain C(s, t, seed, Device::cpu()), L(s, t, seed, Device::cuda(0));
+    LayerChain C(s, t, seed, Device::cpu()), L(C, Device::cuda(0));
     for (int call = 0; call < 2; ++call) {
       ops::gemv_chain(mixed(C), C.counter);
       ops::gemv_chain(mixed(L), L.counter);
@@ -216,8 +237,9 @@ TEST(GemvChain, BoundTellsARaceFromRounding) {
   const ChainShape s{"qwen2_5_0_5b", 896, 4864, 1152, true};
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  const ChainResult want = cpu_chain(s, DType::bf16, seed, 4);
-  const ChainResult raced = cpu_chain(s, DType::bf16, seed, 4, /*race=*/true);
+  const LayerChain host(s, DType::bf16, seed, Device::cpu());
+  const ChainResult want = cpu_chain(host, 4);
+  const ChainResult raced = cpu_chain(host, 4, /*race=*/true);
   EXPECT_GT(rel_error(raced.qkv, want.qkv), 10 * 2 * tolerance(DType::bf16));
 }
 
@@ -233,19 +255,20 @@ TEST(GemvChain, CudaRepeatsOnOneCounterAndInGraphReplays) {
   const double tol = 2 * tolerance(t);
   const OwnedTensor start_a = random_host(t, {1, s.hidden}, seed + 1000, -2.0f, 2.0f);
   const OwnedTensor start_b = random_host(t, {1, s.hidden}, seed + 2000, -2.0f, 2.0f);
-  const ChainResult want_a = cpu_chain(s, t, seed, 4, false, start_a);
-  const ChainResult want_b = cpu_chain(s, t, seed, 4, false, start_b);
+  const LayerChain host(s, t, seed, Device::cpu());
+  const ChainResult want_a = cpu_chain(host, 4, false, start_a);
+  const ChainResult want_b = cpu_chain(host, 4, false, start_b);
   // Two chains in a row: the second starts from the first's residual.
   std::vector<float> twice_residual, twice_qkv;
   {
-    LayerChain C(s, t, seed, Device::cpu());
+    LayerChain C(host, Device::cpu());
     ops::gemv_chain(C.stages(kEps), C.counter);
     ops::gemv_chain(C.stages(kEps), C.counter);
     twice_residual = to_floats(C.residual);
     twice_qkv = to_floats(C.qkv);
   }
 
-  LayerChain L(s, t, seed, gpu);
+  LayerChain L(host, gpu);
   const OwnedTensor start = to_device(L.residual, gpu);
   StreamOwner stream;
   auto cs = static_cast<cudaStream_t>(stream.get().handle);

@@ -30,17 +30,6 @@ struct RouteArgs {
   bool renormalize;
 };
 
-// A float as an unsigned key whose order is the floats' order (NaN taken as -inf, which ranks it
-// below every number; -0 taken as +0, its equal); 0 is below every key (a slot already chosen or
-// past the experts).
-__device__ __forceinline__ uint32_t order_key(float v) {
-  const uint32_t bits = __float_as_uint(isnan(v) ? -INFINITY : (v == 0.0f ? 0.0f : v));
-  return (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
-}
-__device__ __forceinline__ float key_value(uint32_t key) {
-  return __uint_as_float((key & 0x80000000u) ? key & 0x7fffffffu : ~key);
-}
-
 // kSlots logits per lane (expert lane + 32 i in slot i): the smallest power of two covering E.
 template <typename T, int kSlots>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) moe_route_kernel(RouteArgs a) {
@@ -56,50 +45,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) moe_route_kernel(RouteArg
     const int e = lane + 32 * i;
     x[i] = e < a.experts ? to_float(row[e]) : -INFINITY;
   }
-  // The softmax's maximum and sum, as moe_route_softmax_grouped computes them (router_softmax.cuh).
-  const float m = router::softmax_max(x);
-  const float sum = router::softmax_sum(x, m, lane, a.experts);
-  uint32_t key[kSlots];
-#pragma unroll
-  for (int i = 0; i < kSlots; ++i) key[i] = lane + 32 * i < a.experts ? order_key(x[i]) : 0u;
-
-  // Each lane keeps its best remaining (key, expert); a round takes the warp's largest key
-  // (redux), the lowest expert among equal keys (redux), and only the winning lane rescans.
-  uint32_t best = 0;
-  int best_e = 0x7fffffff;
-  auto rescan = [&] {
-    best = 0;
-    best_e = 0x7fffffff;
-#pragma unroll
-    for (int i = 0; i < kSlots; ++i)
-      if (key[i] > best) {  // strict: the lower slot (lower expert) wins a tie
-        best = key[i];
-        best_e = lane + 32 * i;
-      }
-  };
-  rescan();
-  float my_weight = 0.0f;
-  int my_id = 0;
-  for (int j = 0; j < a.k; ++j) {
-    const uint32_t top = __reduce_max_sync(0xffffffffu, best);
-    const int winner = __reduce_min_sync(0xffffffffu, best == top ? best_e : 0x7fffffff);
-    if (lane == j) {
-      my_id = winner;
-      // The winner's logit is its key's float (a NaN logit came back as -inf; sum is NaN then).
-      my_weight = router::softmax_p(key_value(top), m, sum);
-    }
-    if ((winner & 31) == lane) {
-#pragma unroll
-      for (int i = 0; i < kSlots; ++i)
-        if (lane + 32 * i == winner) key[i] = 0u;
-      rescan();
-    }
-  }
-  if (a.renormalize) my_weight /= warp_sum(lane < a.k ? my_weight : 0.0f);
-  if (lane < a.k) {
-    a.weights[t * a.k + lane] = my_weight;
-    a.ids[t * a.k + lane] = my_id;
-  }
+  router::topk_softmax_warp(x, lane, a.experts, a.k, a.renormalize, a.weights + t * a.k,
+                            a.ids + t * a.k);
 }
 
 }  // namespace
