@@ -9,7 +9,7 @@
 //     so that a logit one ulp away from the GEMV's can change a near-tie, never the rule;
 //   - the counter is zero after every call, eagerly, inside ops::ConstantWeights (programmatic
 //     launch) and in CUDA-graph replays whose input changes between replays.
-// Past 4 tokens (and for shapes the kernel does not take) the op is the two ops on CUDA too.
+// Past 4 tokens, 4096 columns or 256 experts the op is the two ops on CUDA too.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -159,12 +159,13 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         RouterShape{1, 2048, 128, 8, DType::bf16, false, true},   // Qwen3-30B-A3B
         RouterShape{4, 2048, 128, 8, DType::bf16, false, true},   // ... batch 4
-        RouterShape{2, 4096, 8, 2, DType::bf16, false, true},     // Mixtral
+        RouterShape{2, 2048, 8, 2, DType::bf16, false, true},     // 8 experts, top 2
         RouterShape{3, 1000, 60, 4, DType::f16, false, false},    // partial pieces, block, slot
-        RouterShape{1, 4096, 256, 8, DType::bf16, true, false},   // f32 logits, 8 slots a lane
+        RouterShape{1, 2048, 256, 8, DType::bf16, true, false},   // f32 logits, 8 slots a lane
+        RouterShape{2, 4096, 8, 2, DType::bf16, false, true},     // Mixtral: x and norm in turn
         RouterShape{1, 64, 1, 1, DType::f16, false, true},        // one expert
         RouterShape{5, 2048, 128, 8, DType::bf16, false, true},   // past 4 tokens: the two ops
-        RouterShape{1, 8192, 128, 8, DType::bf16, false, true}),  // past 4096 wide: the two ops
+        RouterShape{1, 8192, 512, 8, DType::bf16, false, true}),  // past both: the two ops
     [](const ::testing::TestParamInfo<RouterShape>& info) { return shape_name(info.param); });
 
 // Two layers' routers on one counter, launched programmatically inside ConstantWeights and

@@ -9,15 +9,19 @@
 // (docs/perf/moe_router.md).
 //
 // Layout: one warp per expert row, kWarps rows a block (16 blocks for 128 experts). Each lane
-// loads its 16-byte pieces of the row (lane-strided, kLoads of them) before the programmatic
-// wait: the weights arrive while the kernel before finishes (launched programmatically only
-// inside ops::ConstantWeights, as the GEMVs are). After the wait every block computes the tokens'
-// 1 / rms with the fused GEMV's own code (rows_inv_rms: the same bits), each warp the dot
-// products of its row with the normed tokens (rms_transform's roundings, fp32 sums), and lane 0
-// stores the logit in the logits' dtype. Block 0 also writes the normed rows. The block that
-// finishes last (release fence and atomic add on a counter; an acquire fence after it) routes
-// the tokens, a warp each, with moe_route_topk_softmax's own warp code (router_softmax.cuh) on
-// the logits as stored, and sets the counter back to zero for the next call.
+// loads its 16-byte pieces of the row and (up to 2048 columns) of the norm weight (lane-strided,
+// kLoads of each) before the programmatic wait: they arrive while the kernel before finishes (launched
+// programmatically only inside ops::ConstantWeights, as the GEMVs are). After the wait each warp
+// loads a token's row (all its pieces at once), takes its 1 / rms in the fused GEMV's order (the
+// same bits), the dot product with the normed row (rms_transform's roundings, fp32 sums), and
+// lane 0 stores the logit in the logits' dtype; block 0's first warp also stores the normed rows.
+// The block that finishes last (release fence and atomic add on a counter; an acquire fence
+// after it) routes the tokens, a warp each, with moe_route_topk_softmax's own warp code
+// (router_softmax.cuh) on the logits as stored, and sets the counter back to zero.
+//
+// First version (rows_inv_rms's loop, then a dot loop whose loads the compiler issued one piece
+// at a time): 11 us a layer on Qwen3-30B-A3B-FP8, slower than the two kernels' 8
+// (docs/perf/moe_router.md).
 //
 // The logits are those of rms_norm_gemm up to the order of the fp32 sum (a warp's lanes, then
 // the warp), so a logit may differ from the GEMV's in its last bit; the ids and weights are
@@ -44,7 +48,7 @@ namespace braid::cuda {
 namespace {
 
 using gemv_fused::Pack8;
-constexpr int kWarps = gemv_fused::kWarps;  // rows_inv_rms takes rows warp, warp + kWarps, ...
+constexpr int kWarps = 8;  // expert rows a block
 constexpr int kMaxTokens = 4;
 constexpr int kMaxHidden = 4096;  // 16 pieces of 16 bytes a lane
 constexpr int kMaxExperts = 256;  // 8 logits a lane in the routing warp
@@ -77,70 +81,72 @@ __device__ __forceinline__ float load_logit(const RouterArgs& a, int t, int e) {
 
 template <typename T, int kLoads, int kSlots>
 __global__ void __launch_bounds__(kWarps * 32) moe_router_kernel(RouterArgs a) {
-  __shared__ float inv_rms[kMaxTokens];
   __shared__ bool last;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int e = blockIdx.x * kWarps + warp;
-  const int pieces = a.h / 8;  // 16-byte pieces of a row
+  const int pieces = a.h / 8;  // 16-byte pieces of a row; lane l holds pieces l, l + 32, ...
 
-  // The weights first: nothing an earlier kernel writes.
+  // The weights first (the row and the norm weight): nothing an earlier kernel writes. All loads
+  // of a row are issued together, so each operand costs one round trip.
   const uint4* w_row = reinterpret_cast<const uint4*>(static_cast<const T*>(a.w) +
                                                       int64_t{min(e, a.experts - 1)} * a.h);
-  uint4 w[kLoads];
+  const uint4* norm_weight = static_cast<const uint4*>(a.norm_weight);
+  // Past 2048 columns the norm weight is loaded with x instead (registers: w and x take 128).
+  constexpr bool kPreloadNorm = kLoads <= 8;
+  uint4 w[kLoads], nw[kPreloadNorm ? kLoads : 1];
 #pragma unroll
   for (int i = 0; i < kLoads; ++i) {
-    const int c = lane + 32 * i;
-    w[i] = c < pieces ? __ldg(w_row + c) : make_uint4(0, 0, 0, 0);
+    const bool live = lane + 32 * i < pieces;
+    w[i] = live ? __ldg(w_row + lane + 32 * i) : make_uint4(0, 0, 0, 0);
+    if constexpr (kPreloadNorm)
+      nw[i] = live ? __ldg(norm_weight + lane + 32 * i) : make_uint4(0, 0, 0, 0);
   }
   pdl::wait();
   pdl::launch_dependents();
 
-  gemv_fused::FusedArgs rows{};
-  rows.a = a.x;
-  rows.lda = a.ldx;
-  rows.m = a.m;
-  rows.k = a.h;
-  rows.eps = a.eps;
-  gemv_fused::rows_inv_rms<T>(rows, inv_rms);
-  __syncthreads();
-
   const T* x = static_cast<const T*>(a.x);
-  const uint4* norm_weight = static_cast<const uint4*>(a.norm_weight);
-  float acc[kMaxTokens] = {};
+  for (int t = 0; t < a.m; ++t) {
+    const uint4* x_row = reinterpret_cast<const uint4*>(x + t * a.ldx);
+    uint4 xv[kLoads];
 #pragma unroll
-  for (int i = 0; i < kLoads; ++i) {
-    const int c = lane + 32 * i;
-    if (c >= pieces) break;
-    const uint4 nw = __ldg(norm_weight + c);
-    Pack8<T> wv;
-    wv.u = w[i];
+    for (int i = 0; i < kLoads; ++i)
+      xv[i] = lane + 32 * i < pieces ? __ldg(x_row + lane + 32 * i) : make_uint4(0, 0, 0, 0);
+    // 1 / rms as gemv_fused::rows_inv_rms takes it (each lane's pieces in order, then the warp
+    // sum), so normed below has the fused GEMV's bits; every warp computes it for itself.
+    float ss = 0.0f;
 #pragma unroll
-    for (int t = 0; t < kMaxTokens; ++t) {
-      if (t >= a.m) break;
-      Pack8<T> n;
-      n.u = gemv_fused::rms_transform<T>(__ldg(reinterpret_cast<const uint4*>(x + t * a.ldx) + c),
-                                         nw, inv_rms[t]);
+    for (int i = 0; i < kLoads; ++i) {
+      Pack8<T> v;
+      v.u = xv[i];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) acc[t] += to_float(n.v[j]) * to_float(wv.v[j]);
+      for (int j = 0; j < 8; ++j) ss += to_float(v.v[j]) * to_float(v.v[j]);
     }
-  }
+    const float inv_rms = rsqrtf(warp_sum(ss) / static_cast<float>(a.h) + a.eps);
+    float acc = 0.0f;
 #pragma unroll
-  for (int t = 0; t < kMaxTokens; ++t) {
-    if (t >= a.m) break;
-    const float v = warp_sum(acc[t]);
+    for (int i = 0; i < kLoads; ++i) {
+      Pack8<T> n, wv;
+      const bool live = lane + 32 * i < pieces;
+      uint4 norm_i;
+      if constexpr (kPreloadNorm)
+        norm_i = nw[i];
+      else
+        norm_i = live ? __ldg(norm_weight + lane + 32 * i) : make_uint4(0, 0, 0, 0);
+      n.u = gemv_fused::rms_transform<T>(xv[i], norm_i, inv_rms);
+      wv.u = w[i];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc += to_float(n.v[j]) * to_float(wv.v[j]);
+      // The normed row, for the experts: block 0's warp 0 stores it (the bits used here).
+      if (blockIdx.x == 0 && warp == 0 && live)
+        reinterpret_cast<uint4*>(static_cast<T*>(a.normed) + t * a.ldn)[lane + 32 * i] = n.u;
+    }
+    const float v = warp_sum(acc);
     if (lane == 0 && e < a.experts) {
       if (a.logits_f32)
         static_cast<float*>(a.logits)[t * a.ldl + e] = v;
       else
         static_cast<T*>(a.logits)[t * a.ldl + e] = from_float<T>(v);
     }
-  }
-  if (blockIdx.x == 0) {  // the normed rows, for the experts: the bits the products used
-    for (int t = 0; t < a.m; ++t)
-      for (int c = threadIdx.x; c < pieces; c += kWarps * 32)
-        reinterpret_cast<uint4*>(static_cast<T*>(a.normed) + t * a.ldn)[c] =
-            gemv_fused::rms_transform<T>(__ldg(reinterpret_cast<const uint4*>(x + t * a.ldx) + c),
-                                         __ldg(norm_weight + c), inv_rms[t]);
   }
 
   // The last block to get here routes: every block's logits are stored before its count.
@@ -232,7 +238,7 @@ void moe_router_fused(const Tensor& x, const Tensor& norm_weight, float eps, con
   dispatch_float_type(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, float>) {  // f32 is refused by moe_router_fused_takes
-      if (a.h <= 256 * 8)
+      if (a.h <= 2048)
         launch_slots<T, 8>(a, programmatic, s);
       else
         launch_slots<T, 16>(a, programmatic, s);
