@@ -44,6 +44,18 @@ bool decode_attention_joined() {
 // layer, faster; Llama-3.1-8B, 436 MB, slower on an H200; the DeepSeek-OCR LM, one dense layer
 // before its MoE layers, level). BRAID_GEMV_CHAIN=0 / =1 turns it off / on for every dense layer
 // (to time both in one call).
+// Whether a MoE layer with the top-k softmax router runs its norm, router GEMV and routing as one
+// op (moe_router_topk_softmax, one kernel at decode) instead of rms_norm_gemm_keep_normed and
+// moe_route_topk_softmax. Off unless BRAID_ROUTER_FUSED=1: its first version made Qwen3-30B-A3B's
+// step 0.17-0.21 ms slower on an H100 (docs/perf/moe_router.md); the second is not yet measured.
+bool router_fused_wanted() {
+  static const bool wanted = [] {
+    const char* v = std::getenv("BRAID_ROUTER_FUSED");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return wanted;
+}
+
 constexpr int64_t kChainMaxLayerBytes = int64_t{160} << 20;
 bool gemv_chain_wanted(const ModelConfig& c, const Weights& w) {
   static const char* const forced = std::getenv("BRAID_GEMV_CHAIN");
@@ -450,8 +462,8 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
       const Tensor router_logits = rows(ws.router_logits, n);
       const Tensor topk_w = rows(ws.topk_weights, n), topk_ids = rows(ws.topk_ids, n);
       // The router's GEMV with the norm fused; it leaves normed for the experts. The top-k
-      // softmax router takes the routing in the same op (one kernel at decode).
-      if (c.router == ModelConfig::Router::softmax_topk) {
+      // softmax router may take the routing in the same op (router_fused_wanted).
+      if (c.router == ModelConfig::Router::softmax_topk && router_fused_wanted()) {
         ops::moe_router_topk_softmax(residual, lw.mlp_norm, eps, lw.router, c.experts_per_token,
                                      c.norm_topk_prob, router_logits, normed, topk_w, topk_ids,
                                      ws.router_counter, s);

@@ -6,8 +6,9 @@
 #   RUNS="shape batch context;..."  replaces the matrix (e.g. RUNS="llama-3.2-1b 1 256")
 #   PDL_AB=1                         runs each case twice in a row: BRAID_PDL=0 (every kernel
 #                                    launched the ordinary way), then as shipped
-#   AB_ENV="VAR=VALUE"               the same with another switch (e.g. BRAID_ROUTER_FUSED=0);
-#                                    those files are named ..._off (PDL_AB's: ..._nopdl)
+#   AB_ENV="VAR=VALUE"               the same with another switch (e.g. BRAID_ROUTER_FUSED=1);
+#                                    those files are named ..._$AB_LABEL (default alt; PDL_AB's:
+#                                    ..._nopdl)
 #   BINS="NAME=PATH ..."             runs each case with each of these binaries in turn, one
 #                                    after another (A/B of two builds in one call); files are
 #                                    named SHAPE_bB_cC_NAME
@@ -24,7 +25,7 @@ default_runs+=";llama-3.1-8b-fp8 1 256;llama-3.1-8b-fp8-dynamic 1 256;qwen3-30b-
 IFS=';' read -r -a runs <<<"${RUNS:-$default_runs}"
 variants=("")
 ab_env=${AB_ENV:-}
-ab_label=off
+ab_label=${AB_LABEL:-alt}
 [[ "${PDL_AB:-0}" == 1 ]] && ab_env=BRAID_PDL=0 && ab_label=nopdl
 [[ -n "$ab_env" ]] && variants=("$ab_env" "")
 read -r -a bins <<<"${BINS:-=$BIN}"

@@ -77,7 +77,7 @@ void attention_mla(const Tensor& q_latent, const Tensor& q_rope, const Tensor& c
 void moe_route_topk_softmax(const Tensor& logits, int k, bool renormalize,
                             const Tensor& topk_weights, const Tensor& topk_ids, Stream stream);
 // The fused decode router (moe_router_fused.cu): whether it takes these operands (checked ones),
-// and the kernel. BRAID_ROUTER_FUSED=0 turns it off (the two ops run instead).
+// and the kernel.
 bool moe_router_fused_takes(const Tensor& x, const Tensor& norm_weight, const Tensor& w,
                             const Tensor& logits, const Tensor& normed);
 void moe_router_fused(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,

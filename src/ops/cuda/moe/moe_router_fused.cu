@@ -30,7 +30,6 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 
@@ -185,19 +184,10 @@ void launch_slots(const RouterArgs& a, bool programmatic, cudaStream_t s) {
     launch_dependent_if(programmatic, moe_router_kernel<T, kLoads, 8>, blocks, kWarps * 32, 0, s, a);
 }
 
-bool fused_router_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("BRAID_ROUTER_FUSED");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
-  return enabled;
-}
-
 }  // namespace
 
 bool moe_router_fused_takes(const Tensor& x, const Tensor& norm_weight, const Tensor& w,
                             const Tensor& logits, const Tensor& normed) {
-  if (!fused_router_enabled()) return false;
   if (x.dtype != DType::bf16 && x.dtype != DType::f16) return false;
   if (w.dtype != x.dtype || !w.is_contiguous()) return false;
   if (logits.dtype != x.dtype && logits.dtype != DType::f32) return false;
