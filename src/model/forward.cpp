@@ -38,16 +38,11 @@ bool decode_attention_joined() {
   return joined;
 }
 
-// Whether a one-token step runs each dense layer's o_proj, gate_up and down, and the next layer's
-// qkv, as one gemv_chain. It paid where a layer's GEMVs are short and the model is all dense
-// layers (docs/perf/decode.md, version 17: Qwen2.5-0.5B and Llama-3.2-1B, 30 and 122 MB a
-// layer, faster; Llama-3.1-8B, 436 MB, slower on an H200; the DeepSeek-OCR LM, one dense layer
-// before its MoE layers, level). BRAID_GEMV_CHAIN=0 / =1 turns it off / on for every dense layer
-// (to time both in one call).
 // Whether a MoE layer with the top-k softmax router runs its norm, router GEMV and routing as one
 // op (moe_router_topk_softmax, one kernel at decode) instead of rms_norm_gemm_keep_normed and
 // moe_route_topk_softmax. Off unless BRAID_ROUTER_FUSED=1: its first version made Qwen3-30B-A3B's
-// step 0.17-0.21 ms slower on an H100 (docs/perf/moe_router.md); the second is not yet measured.
+// step 0.17-0.21 ms slower at batch 1 and 0.57 ms at batch 4 on an H100 (docs/perf/moe_router.md);
+// the second is not yet measured.
 bool router_fused_wanted() {
   static const bool wanted = [] {
     const char* v = std::getenv("BRAID_ROUTER_FUSED");
@@ -56,6 +51,12 @@ bool router_fused_wanted() {
   return wanted;
 }
 
+// Whether a one-token step runs each dense layer's o_proj, gate_up and down, and the next layer's
+// qkv, as one gemv_chain. It paid where a layer's GEMVs are short and the model is all dense
+// layers (docs/perf/decode.md, version 17: Qwen2.5-0.5B and Llama-3.2-1B, 30 and 122 MB a
+// layer, faster; Llama-3.1-8B, 436 MB, slower on an H200; the DeepSeek-OCR LM, one dense layer
+// before its MoE layers, level). BRAID_GEMV_CHAIN=0 / =1 turns it off / on for every dense layer
+// (to time both in one call).
 constexpr int64_t kChainMaxLayerBytes = int64_t{160} << 20;
 bool gemv_chain_wanted(const ModelConfig& c, const Weights& w) {
   static const char* const forced = std::getenv("BRAID_GEMV_CHAIN");

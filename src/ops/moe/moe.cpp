@@ -1,4 +1,5 @@
-// Mixture-of-experts ops (moe_route_topk_softmax, moe_router_topk_softmax, moe_experts): argument checks and dispatch.
+// Mixture-of-experts ops (moe_route_topk_softmax, moe_router_topk_softmax, moe_experts): argument
+// checks and dispatch.
 #include <string>
 
 #include "braid/ops.h"
