@@ -71,6 +71,15 @@ inline OwnedTensor to_device(const Tensor& host, Device device) {
   return t;
 }
 
+// A [1] i32 counter on `device`, zero: what the ops that count finished blocks in one
+// (gemv_chain, moe_router_topk_softmax) take.
+inline OwnedTensor zero_counter(Device device) {
+  const int32_t zero = 0;
+  OwnedTensor t(DType::i32, {1}, device);
+  copy(Tensor(const_cast<int32_t*>(&zero), DType::i32, Device::cpu(), {1}), t.view());
+  return t;
+}
+
 // An uninitialised tensor whose bytes are all 0xFF: NaN for every floating type, so an element
 // the op forgets to write fails the comparison. The fill is finished before it returns: it runs on
 // the legacy stream, and a test that then writes the tensor on a non-blocking stream would

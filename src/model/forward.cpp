@@ -215,6 +215,14 @@ void attend_serving_step(const Workspace& ws, const StepInputs& in, int64_t n, c
   }
 }
 
+// n i32 counters on d, zero (a synchronous copy): the counter ops' contract, zero between calls.
+OwnedTensor zeroed_counters(int64_t n, Device d) {
+  OwnedTensor counters(DType::i32, {n}, d);
+  const std::vector<int32_t> zeros(static_cast<size_t>(n), 0);
+  copy(Tensor(const_cast<int32_t*>(zeros.data()), DType::i32, Device::cpu(), {n}), counters.view());
+  return counters;
+}
+
 }  // namespace
 
 Workspace::Workspace(const ModelConfig& c, int T, Device d, DType t, int64_t decode_kv_capacity,
@@ -253,10 +261,7 @@ Workspace::Workspace(const ModelConfig& c, int T, Device d, DType t, int64_t dec
     router_logits = OwnedTensor(deepseek ? DType::f32 : t, {T, E}, d);
     topk_weights = OwnedTensor(DType::f32, {T, k}, d);
     topk_ids = OwnedTensor(DType::i32, {T, k}, d);
-    // moe_router_topk_softmax's count of finished blocks: zero between calls.
-    router_counter = OwnedTensor(DType::i32, {1}, d);
-    const int32_t zero = 0;
-    copy(Tensor(const_cast<int32_t*>(&zero), DType::i32, Device::cpu(), {1}), router_counter.view());
+    router_counter = zeroed_counters(1, d);  // moe_router_topk_softmax's count of finished blocks
     const int64_t I_moe = c.moe_intermediate_size;
     // 16-bit experts: the GEMV path (moe_experts) takes every step in f32, else the steps of up to
     // moe_gemv_max_tokens tokens, the grouped path the longer ones. fp8 experts: the same split
@@ -310,19 +315,12 @@ Workspace::Workspace(const ModelConfig& c, int T, Device d, DType t, int64_t dec
     decode_attention = OwnedTensor(DType::f32, {floats}, d);
     // Zero once (a synchronous copy), as the op's contract asks; its CUDA kernel no longer reads
     // them (docs/perf/attention_decode.md, "Chunk rule v2").
-    const int64_t counters = std::max<int64_t>(
-        ops::attention_decode_counters(batch, c.num_heads, c.num_kv_heads), 1);
-    decode_counters = OwnedTensor(DType::i32, {counters}, d);
-    const std::vector<int32_t> zeros(static_cast<size_t>(counters), 0);
-    copy(Tensor(const_cast<int32_t*>(zeros.data()), DType::i32, Device::cpu(), {counters}),
-         decode_counters.view());
+    decode_counters = zeroed_counters(
+        std::max<int64_t>(ops::attention_decode_counters(batch, c.num_heads, c.num_kv_heads), 1), d);
   }
   if (decode_kv_capacity > 0) {
     // gemv_chain's, one per layer (a layer's chain may start before the one before has ended).
-    chain_counters = OwnedTensor(DType::i32, {c.num_layers}, d);
-    const std::vector<int32_t> zeros(static_cast<size_t>(c.num_layers), 0);
-    copy(Tensor(const_cast<int32_t*>(zeros.data()), DType::i32, Device::cpu(), {c.num_layers}),
-         chain_counters.view());
+    chain_counters = zeroed_counters(c.num_layers, d);
   }
   if (gather_tokens > 0 && !c.mla()) {
     gathered_k = OwnedTensor(t, {gather_tokens, c.num_kv_heads, c.head_dim}, d);

@@ -263,8 +263,6 @@ PhaseSummary summarize_phase(const std::string& phase, const ProfileTrace& trace
   std::map<std::pair<int, std::string>, size_t> row_of;  // (kind, symbol) -> kernels_table index
   std::map<std::string, ComponentRow> components;
   std::map<int, std::vector<const GpuActivity*>> steps;
-  // per step: (end, start, kernels_table index) of every activity, for the rows' elapsed time
-  std::map<int, std::vector<std::tuple<uint64_t, uint64_t, size_t>>> ends_of_step;
   // (step, layer, component) -> first start, last end of its activities
   std::map<std::tuple<int, int, std::string>, std::pair<uint64_t, uint64_t>> spans;
   for (size_t i = 0; i < trace.activities.size(); ++i) {
@@ -286,8 +284,6 @@ PhaseSummary summarize_phase(const std::string& phase, const ProfileTrace& trace
     KernelRow& row = s.kernels_table[it->second];
     ++row.calls;
     row.total_us += us;
-    if (a.kind == ActivityKind::kernel)  // as the step's wall: kernels only (step_figures)
-      ends_of_step[attribution[i].step].emplace_back(a.end_ns, a.start_ns, it->second);
     const std::string& comp = attribution[i].component;
     if (seen.insert(comp).second) component_order.push_back(comp);
     ComponentRow& c = components[comp];
@@ -306,12 +302,17 @@ PhaseSummary summarize_phase(const std::string& phase, const ProfileTrace& trace
   }
   s.launch_call_us_median = percentile(launch_calls, 50);
   const double n_steps = std::max(1, s.steps);
-  for (auto& [step, list] : ends_of_step) {
-    std::sort(list.begin(), list.end());
-    uint64_t previous_end = std::get<1>(list.front());
-    for (const auto& [end, start, row] : list) {
-      s.kernels_table[row].elapsed_us_per_step += (end - previous_end) / 1e3;
-      previous_end = end;
+  // Each kernel's elapsed time: its step's kernels (as the step's wall time counts them) in the
+  // order they ended, each from the end of the one before.
+  for (auto& [step, acts] : steps) {
+    std::vector<const GpuActivity*> by_end = acts;
+    std::sort(by_end.begin(), by_end.end(),
+              [](const GpuActivity* a, const GpuActivity* b) { return a->end_ns < b->end_ns; });
+    uint64_t previous_end = by_end.front()->start_ns;
+    for (const GpuActivity* a : by_end) {
+      s.kernels_table[row_of.at({static_cast<int>(a->kind), a->name})].elapsed_us_per_step +=
+          (a->end_ns - previous_end) / 1e3;
+      previous_end = a->end_ns;
     }
   }
   for (auto& row : s.kernels_table) {

@@ -62,20 +62,25 @@ void moe_router_topk_softmax(const Tensor& x, const Tensor& norm_weight, float e
   check::defined(op, "counter", counter);
   check::dtype_eq(op, "counter", counter, DType::i32);
   check::shape_eq(op, "counter", counter, {1});
-  [[maybe_unused]] const Device dev = check::same_device(
+  const Device dev = check::same_device(
       op, {{"x", &x}, {"logits", &logits}, {"topk_weights", &topk_weights},
            {"topk_ids", &topk_ids}, {"counter", &counter}});
   if (x.size(0) == 0) return;
-#if BRAID_WITH_CUDA
-  if (dev.is_cuda() && cuda::moe_router_fused_takes(x, norm_weight, w, logits, normed)) {
-    DeviceGuard guard(dev);
-    cuda::moe_router_fused(x, norm_weight, eps, w, k, renormalize, logits, normed, topk_weights,
-                           topk_ids, counter, stream);
-    return;
+  if (dev.is_cpu()) {  // the two ops' CPU paths
+    cpu::rms_norm_gemm(x, norm_weight, eps, w, Tensor{}, logits, normed);
+    return cpu::moe_route_topk_softmax(logits, k, renormalize, topk_weights, topk_ids);
   }
+#if BRAID_WITH_CUDA
+  DeviceGuard guard(dev);
+  if (cuda::moe_router_fused_takes(x, norm_weight, w, logits, normed))
+    return cuda::moe_router_fused(x, norm_weight, eps, w, k, renormalize, logits, normed,
+                                  topk_weights, topk_ids, counter, stream);
+  cuda::rms_norm_gemm(x, norm_weight, eps, w, Tensor{}, Tensor{}, logits, normed,
+                      /*keep_normed=*/true, stream);
+  cuda::moe_route_topk_softmax(logits, k, renormalize, topk_weights, topk_ids, stream);
+#else
+  (void)stream;
 #endif
-  rms_norm_gemm_keep_normed(x, norm_weight, eps, w, Tensor{}, logits, normed, stream);
-  moe_route_topk_softmax(logits, k, renormalize, topk_weights, topk_ids, stream);
 }
 
 namespace {

@@ -54,7 +54,7 @@ struct LayerChain {
     normed = poisoned(t, {1, s.hidden}, d);
     act = poisoned(t, {1, s.inter}, d);
     proj = poisoned(t, {1, s.hidden}, d);
-    zero_counter(d);
+    counter = zero_counter(d);
   }
 
   // A copy of `from` (weights and activations) on `d`: the random values are drawn once per
@@ -66,13 +66,7 @@ struct LayerChain {
     qkv_w = on(from.qkv_w), qkv_bias = on(from.qkv_bias);
     attn = on(from.attn), residual = on(from.residual), mlp = on(from.mlp), qkv = on(from.qkv);
     normed = on(from.normed), act = on(from.act), proj = on(from.proj);
-    zero_counter(d);
-  }
-
-  void zero_counter(Device d) {
-    const int32_t zero = 0;
-    counter = OwnedTensor(DType::i32, {1}, d);
-    copy(Tensor(const_cast<int32_t*>(&zero), DType::i32, Device::cpu(), {1}), counter.view());
+    counter = zero_counter(d);
   }
 
   // forward()'s stages for a dense layer followed by another (`stages` of them, 1 to 4).

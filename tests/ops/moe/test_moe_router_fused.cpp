@@ -50,9 +50,7 @@ struct Router {
     normed = poisoned(s.dtype, {s.tokens, s.hidden}, d);
     topk_weights = poisoned(DType::f32, {s.tokens, int64_t{s.k}}, d);
     topk_ids = poisoned(DType::i32, {s.tokens, int64_t{s.k}}, d);
-    const int32_t zero = 0;
-    counter = OwnedTensor(DType::i32, {1}, d);
-    copy(Tensor(const_cast<int32_t*>(&zero), DType::i32, Device::cpu(), {1}), counter.view());
+    counter = zero_counter(d);
   }
 
   void run(const RouterShape& s, Stream stream = {}) {
