@@ -72,7 +72,7 @@ inline OwnedTensor to_device(const Tensor& host, Device device) {
 }
 
 // A [1] i32 counter on `device`, zero: what the ops that count finished blocks in one
-// (gemv_chain, moe_router_topk_softmax) take.
+// (gemv_chain) take.
 inline OwnedTensor zero_counter(Device device) {
   const int32_t zero = 0;
   OwnedTensor t(DType::i32, {1}, device);

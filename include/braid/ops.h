@@ -354,20 +354,6 @@ inline constexpr int kMoeMaxTopK = 16;
 void moe_route_topk_softmax(const Tensor& logits, int k, bool renormalize,
                             const Tensor& topk_weights, const Tensor& topk_ids, Stream stream = {});
 
-// moe_router_topk_softmax: a MoE layer's router with its norm, the two ops it stands for in one:
-//   rms_norm_gemm_keep_normed(x, norm_weight, eps, w, no bias, logits, normed), then
-//   moe_route_topk_softmax(logits, k, renormalize, topk_weights, topk_ids),
-// with those ops' arguments and checks. On CUDA, for 1 to 4 rows of f16/bf16 x with hidden size
-// <= 4096, w in x's dtype and E <= 256, one kernel: its logits are rms_norm_gemm's up to the
-// order of the fp32 sum (a logit may differ in its last bit), its normed rows are the same bits,
-// and its ids and weights are moe_route_topk_softmax's of the logits it wrote. Otherwise, and on
-// the CPU, the two ops in turn.
-//   counter  [1] i32 on x's device, zero; left zero (the kernel counts its finished blocks in it)
-void moe_router_topk_softmax(const Tensor& x, const Tensor& norm_weight, float eps,
-                             const Tensor& w, int k, bool renormalize, const Tensor& logits,
-                             const Tensor& normed, const Tensor& topk_weights,
-                             const Tensor& topk_ids, const Tensor& counter, Stream stream = {});
-
 // Router with grouped top-k over sigmoid scores, as DeepSeek-V3 does it (noaux_tc):
 //   s[e] = sigmoid(logits[t, e]), rounded to fp32 (worked out in fp64, so that every backend
 //          gets the same bits and the chosen ids agree exactly);

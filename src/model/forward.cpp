@@ -38,19 +38,6 @@ bool decode_attention_joined() {
   return joined;
 }
 
-// Whether a MoE layer with the top-k softmax router runs its norm, router GEMV and routing as one
-// op (moe_router_topk_softmax, one kernel at decode) instead of rms_norm_gemm_keep_normed and
-// moe_route_topk_softmax. Off unless BRAID_ROUTER_FUSED=1: its first version made Qwen3-30B-A3B's
-// step 0.17-0.21 ms slower at batch 1 and 0.57 ms at batch 4 on an H100 (docs/perf/moe_router.md);
-// the second is not yet measured.
-bool router_fused_wanted() {
-  static const bool wanted = [] {
-    const char* v = std::getenv("BRAID_ROUTER_FUSED");
-    return v != nullptr && std::strcmp(v, "1") == 0;
-  }();
-  return wanted;
-}
-
 // Whether a one-token step runs each dense layer's o_proj, gate_up and down, and the next layer's
 // qkv, as one gemv_chain. It paid where a layer's GEMVs are short and the model is all dense
 // layers (docs/perf/decode.md, version 17: Qwen2.5-0.5B and Llama-3.2-1B, 30 and 122 MB a
@@ -261,7 +248,6 @@ Workspace::Workspace(const ModelConfig& c, int T, Device d, DType t, int64_t dec
     router_logits = OwnedTensor(deepseek ? DType::f32 : t, {T, E}, d);
     topk_weights = OwnedTensor(DType::f32, {T, k}, d);
     topk_ids = OwnedTensor(DType::i32, {T, k}, d);
-    router_counter = zeroed_counters(1, d);  // moe_router_topk_softmax's count of finished blocks
     const int64_t I_moe = c.moe_intermediate_size;
     // 16-bit experts: the GEMV path (moe_experts) takes every step in f32, else the steps of up to
     // moe_gemv_max_tokens tokens, the grouped path the longer ones. fp8 experts: the same split
@@ -460,17 +446,10 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
     } else {
       const Tensor router_logits = rows(ws.router_logits, n);
       const Tensor topk_w = rows(ws.topk_weights, n), topk_ids = rows(ws.topk_ids, n);
-      // The router's GEMV with the norm fused; it leaves normed for the experts. The top-k
-      // softmax router may take the routing in the same op (router_fused_wanted).
-      if (c.router == ModelConfig::Router::softmax_topk && router_fused_wanted()) {
-        ops::moe_router_topk_softmax(residual, lw.mlp_norm, eps, lw.router, c.experts_per_token,
-                                     c.norm_topk_prob, router_logits, normed, topk_w, topk_ids,
-                                     ws.router_counter, s);
-      } else {
-        ops::rms_norm_gemm_keep_normed(residual, lw.mlp_norm, eps, lw.router, Tensor{},
-                                       router_logits, normed, s);
-        route(c, lw, router_logits, topk_w, topk_ids, s);
-      }
+      // The router's GEMV with the norm fused; it leaves normed for the experts.
+      ops::rms_norm_gemm_keep_normed(residual, lw.mlp_norm, eps, lw.router, Tensor{},
+                                     router_logits, normed, s);
+      route(c, lw, router_logits, topk_w, topk_ids, s);
       // Expert parallelism's dispatch: the router chose among all experts (global ids, weights
       // normalised over the global top-k); this rank keeps the pairs of the experts it holds,
       // renumbered from 0, and the others' become kMoeNotLocal, which every path below skips.

@@ -34,7 +34,6 @@ struct Workspace {
   // MoE layers only: the router's outputs; the GEMV path's f32 h rows; the grouped path's
   // permutation (offsets, sorted pairs, pair rows, scratch) and its rows in expert order (x, h, y).
   OwnedTensor router_logits, topk_weights, topk_ids, moe_hidden;
-  OwnedTensor router_counter;  // [1] i32: moe_router_topk_softmax's, zero between calls
   OwnedTensor moe_offsets, moe_sorted_pairs, moe_pair_rows, moe_permute_scratch;
   OwnedTensor moe_xs, moe_hs, moe_ys;
   // fp8 experts: xs and hs are f8e4m3 rows with these f32 scales ([blocks of 128, rows], as

@@ -6,7 +6,7 @@
 #   RUNS="shape batch context;..."  replaces the matrix (e.g. RUNS="llama-3.2-1b 1 256")
 #   PDL_AB=1                         runs each case twice in a row: BRAID_PDL=0 (every kernel
 #                                    launched the ordinary way), then as shipped
-#   AB_ENV="VAR=VALUE"               the same with another switch (e.g. BRAID_ROUTER_FUSED=1);
+#   AB_ENV="VAR=VALUE"               the same with another switch (e.g. BRAID_DECODE_ONE_CHUNK_KEYS=512);
 #                                    those files are named ..._$AB_LABEL (default alt; PDL_AB's:
 #                                    ..._nopdl)
 #   BINS="NAME=PATH ..."             runs each case with each of these binaries in turn, one

@@ -76,14 +76,6 @@ void attention_mla(const Tensor& q_latent, const Tensor& q_rope, const Tensor& c
                    const Tensor& workspace, int splits, Stream stream);
 void moe_route_topk_softmax(const Tensor& logits, int k, bool renormalize,
                             const Tensor& topk_weights, const Tensor& topk_ids, Stream stream);
-// The fused decode router (moe_router_fused.cu): whether it takes these operands (checked ones),
-// and the kernel.
-bool moe_router_fused_takes(const Tensor& x, const Tensor& norm_weight, const Tensor& w,
-                            const Tensor& logits, const Tensor& normed);
-void moe_router_fused(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
-                      int k, bool renormalize, const Tensor& logits, const Tensor& normed,
-                      const Tensor& topk_weights, const Tensor& topk_ids, const Tensor& counter,
-                      Stream stream);
 void moe_route_grouped(const Tensor& logits, const Tensor& bias, int n_group, int topk_group,
                        int k, float routed_scaling_factor, const Tensor& topk_weights,
                        const Tensor& topk_ids, Stream stream);

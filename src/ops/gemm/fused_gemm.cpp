@@ -83,21 +83,20 @@ int64_t check_norm_product(const char* op, const Tensor& x, const Tensor& norm_w
 namespace fused_check {
 
 Device rms_norm_gemm(const char* op, const Tensor& x, const Tensor& norm_weight, float eps,
-                     const Weight& w, const Tensor& bias, const Tensor& out, const Tensor& normed,
-                     const char* out_arg) {
+                     const Weight& w, const Tensor& bias, const Tensor& out, const Tensor& normed) {
   const int64_t n = check_norm_product(op, x, norm_weight, eps, w);
   const int64_t m = x.size(0), k = x.size(1);
-  check::defined(op, out_arg, out);
+  check::defined(op, "out", out);
   if (out.dtype != x.dtype && out.dtype != DType::f32)
-    check::fail(ErrorKind::dtype, op, out_arg,
+    check::fail(ErrorKind::dtype, op, "out",
                 "dtype " + std::string(dtype_name(x.dtype)) + " or f32 (x's dtype, or f32)",
                 std::string(dtype_name(out.dtype)));
   check_fp8_out(op, w, out, x.dtype);
   check_bias(op, bias, out.dtype, n);
-  check_matrix(op, out_arg, out, out.dtype, m, n);
+  check_matrix(op, "out", out, out.dtype, m, n);
   check_matrix(op, "normed", normed, x.dtype, m, k);
   return check::same_device(op, {{"x", &x}, {"norm_weight", &norm_weight}, {"w", &w.w},
-                                 {"w.scale", &w.scale}, {"bias", &bias}, {out_arg, &out},
+                                 {"w.scale", &w.scale}, {"bias", &bias}, {"out", &out},
                                  {"normed", &normed}});
 }
 

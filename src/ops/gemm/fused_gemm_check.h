@@ -7,10 +7,8 @@
 
 namespace braid::ops::fused_check {
 
-// out_arg: out's name in the messages (moe_router_topk_softmax calls it logits).
 Device rms_norm_gemm(const char* op, const Tensor& x, const Tensor& norm_weight, float eps,
-                     const Weight& w, const Tensor& bias, const Tensor& out, const Tensor& normed,
-                     const char* out_arg = "out");
+                     const Weight& w, const Tensor& bias, const Tensor& out, const Tensor& normed);
 Device gemm_add(const char* op, const Tensor& a, const Weight& w, const Tensor& bias,
                 const Tensor& residual, const Tensor& scratch);
 Device swiglu_gemm_add(const char* op, const Tensor& gate_up, const Weight& w,

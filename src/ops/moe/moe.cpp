@@ -1,12 +1,10 @@
-// Mixture-of-experts ops (moe_route_topk_softmax, moe_router_topk_softmax, moe_experts): argument
-// checks and dispatch.
+// Mixture-of-experts ops (moe_route_topk_softmax, moe_experts): argument checks and dispatch.
 #include <string>
 
 #include "braid/ops.h"
 #include "core/device_guard.h"
 #include "ops/check.h"
 #include "ops/cpu/cpu_ops.h"
-#include "ops/gemm/fused_gemm_check.h"
 #include "ops/moe/moe_check.h"
 #if BRAID_WITH_CUDA
 #include "ops/cuda/cuda_ops.h"
@@ -14,11 +12,9 @@
 
 namespace braid::ops {
 
-namespace {
-
-// moe_route_topk_softmax's logits, k and outputs; returns E.
-int64_t check_topk_route(const char* op, const Tensor& logits, int k, const Tensor& topk_weights,
-                         const Tensor& topk_ids) {
+void moe_route_topk_softmax(const Tensor& logits, int k, bool renormalize,
+                            const Tensor& topk_weights, const Tensor& topk_ids, Stream stream) {
+  const char* op = "moe_route_topk_softmax";
   check::defined(op, "logits", logits);
   check::defined(op, "topk_weights", topk_weights);
   check::defined(op, "topk_ids", topk_ids);
@@ -30,53 +26,12 @@ int64_t check_topk_route(const char* op, const Tensor& logits, int k, const Tens
                     std::to_string(max_k),
                 std::to_string(k));
   moe_check::router_outputs(op, tokens, k, topk_weights, topk_ids);
-  return experts;
-}
-
-}  // namespace
-
-void moe_route_topk_softmax(const Tensor& logits, int k, bool renormalize,
-                            const Tensor& topk_weights, const Tensor& topk_ids, Stream stream) {
-  const char* op = "moe_route_topk_softmax";
-  check_topk_route(op, logits, k, topk_weights, topk_ids);
-  const int64_t tokens = logits.shape[0];
   Device dev = check::same_device(
       op, {{"logits", &logits}, {"topk_weights", &topk_weights}, {"topk_ids", &topk_ids}});
   if (tokens == 0) return;
   if (dev.is_cpu()) return cpu::moe_route_topk_softmax(logits, k, renormalize, topk_weights, topk_ids);
 #if BRAID_WITH_CUDA
   DeviceGuard guard(dev);
-  cuda::moe_route_topk_softmax(logits, k, renormalize, topk_weights, topk_ids, stream);
-#else
-  (void)stream;
-#endif
-}
-
-void moe_router_topk_softmax(const Tensor& x, const Tensor& norm_weight, float eps,
-                             const Tensor& w, int k, bool renormalize, const Tensor& logits,
-                             const Tensor& normed, const Tensor& topk_weights,
-                             const Tensor& topk_ids, const Tensor& counter, Stream stream) {
-  const char* op = "moe_router_topk_softmax";
-  fused_check::rms_norm_gemm(op, x, norm_weight, eps, w, Tensor{}, logits, normed, "logits");
-  check_topk_route(op, logits, k, topk_weights, topk_ids);
-  check::defined(op, "counter", counter);
-  check::dtype_eq(op, "counter", counter, DType::i32);
-  check::shape_eq(op, "counter", counter, {1});
-  const Device dev = check::same_device(
-      op, {{"x", &x}, {"logits", &logits}, {"topk_weights", &topk_weights},
-           {"topk_ids", &topk_ids}, {"counter", &counter}});
-  if (x.size(0) == 0) return;
-  if (dev.is_cpu()) {  // the two ops' CPU paths
-    cpu::rms_norm_gemm(x, norm_weight, eps, w, Tensor{}, logits, normed);
-    return cpu::moe_route_topk_softmax(logits, k, renormalize, topk_weights, topk_ids);
-  }
-#if BRAID_WITH_CUDA
-  DeviceGuard guard(dev);
-  if (cuda::moe_router_fused_takes(x, norm_weight, w, logits, normed))
-    return cuda::moe_router_fused(x, norm_weight, eps, w, k, renormalize, logits, normed,
-                                  topk_weights, topk_ids, counter, stream);
-  cuda::rms_norm_gemm(x, norm_weight, eps, w, Tensor{}, Tensor{}, logits, normed,
-                      /*keep_normed=*/true, stream);
   cuda::moe_route_topk_softmax(logits, k, renormalize, topk_weights, topk_ids, stream);
 #else
   (void)stream;

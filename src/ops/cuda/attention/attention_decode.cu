@@ -78,7 +78,7 @@ constexpr int kStages = 3;  // tiles in shared memory: two in flight while one i
 // whole steps of kChunkStep keys (the four-warp block's tile), at least kMinChunkSteps of them,
 // whichever block runs them: an eight-warp block's last tile of a chunk may be half empty.
 constexpr int kMinSplitKeys = 128;
-constexpr int kOneChunkKeys = 256;
+constexpr int kOneChunkKeys = 256;  // the default of DecodeArgs::one_chunk_keys (one_chunk_keys())
 constexpr int kChunkStep = 64;
 constexpr int kMinChunkSteps = 2;
 constexpr int kCombineWarps = 4;  // the combine kernel's block
@@ -101,6 +101,7 @@ struct DecodeArgs {
   int q_heads, kv_heads, group, head_blocks;
   int max_pages, page_size;
   int splits;         // the grid's chunks per sequence (a sequence may use fewer: chunk_keys)
+  int one_chunk_keys; // a sequence of up to this many keys is one chunk (kOneChunkKeys)
   float scale_log2;   // softmax_scale * log2(e): scores go straight to exp2
 };
 
@@ -121,10 +122,10 @@ struct AppendArgs {
 
 // Keys per chunk for a sequence of kv_len keys and a grid of `splits` chunks: whole steps, at
 // least kMinChunkSteps of them. ceil(kv_len / chunk) <= splits, so the grid always covers it.
-// A sequence of up to kOneChunkKeys keys is one chunk whatever the grid (split, it measured
-// slower).
-__host__ __device__ __forceinline__ int chunk_keys(int kv_len, int splits) {
-  if (kv_len <= kOneChunkKeys) splits = 1;
+// A sequence of up to one_chunk keys (kOneChunkKeys) is one chunk whatever the grid (split, it
+// measured slower).
+__host__ __device__ __forceinline__ int chunk_keys(int kv_len, int splits, int one_chunk) {
+  if (kv_len <= one_chunk) splits = 1;
   const int per_split = (kv_len + splits - 1) / splits;
   const int steps = (per_split + kChunkStep - 1) / kChunkStep;
   return (steps > kMinChunkSteps ? steps : kMinChunkSteps) * kChunkStep;
@@ -373,7 +374,7 @@ __global__ void __launch_bounds__(Block<W>::kThreads)
   const int split = blockIdx.x, b = blockIdx.z;
   const int kvh = blockIdx.y / a.head_blocks, hb = blockIdx.y % a.head_blocks;
   const int kv_len = a.kv_lens[b];
-  const int chunk = chunk_keys(kv_len, a.splits);
+  const int chunk = chunk_keys(kv_len, a.splits, a.one_chunk_keys);
   const int used = (kv_len + chunk - 1) / chunk;  // the chunks that hold keys
   const int begin = split * chunk;
   if (begin >= kv_len) return;  // an empty chunk: nothing reads it
@@ -595,7 +596,7 @@ __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const D
   const int64_t item = blockIdx.x;  // b * q_heads + h
   const int64_t b = item / a.q_heads, h = item % a.q_heads;
   const int kv_len = a.kv_lens[b];
-  const int chunk = chunk_keys(kv_len, a.splits);
+  const int chunk = chunk_keys(kv_len, a.splits, a.one_chunk_keys);
   const int used = (kv_len + chunk - 1) / chunk;
   if (used == 1) return;  // the split kernel wrote the output itself
   const float* lse_s = a.part_lse + item * a.splits;
@@ -727,11 +728,22 @@ int capacity_of(const ops::PagedKV& kv) {  // <= INT32_MAX where the split kerne
   return static_cast<int>(std::max<int64_t>(kv.page_table.shape[1] * kv.k_pages.shape[1], 1));
 }
 
+// Keys up to which a sequence is one chunk: kOneChunkKeys, or BRAID_DECODE_ONE_CHUNK_KEYS (whole
+// 64-key steps, to compare thresholds in one process, as BRAID_DECODE_WARPS does the blocks).
+int one_chunk_keys() {
+  static const int keys = [] {
+    const char* v = std::getenv("BRAID_DECODE_ONE_CHUNK_KEYS");
+    const int n = v == nullptr ? 0 : std::atoi(v);
+    return n >= kChunkStep && n % kChunkStep == 0 ? n : kOneChunkKeys;
+  }();
+  return keys;
+}
+
 // The chunks a full page table uses when `splits` are asked for (rounding the chunks to tiles may
 // leave fewer): the grid's first dimension.
 int grid_splits(const ops::PagedKV& kv, int splits) {
   const int capacity = capacity_of(kv);
-  const int chunk = chunk_keys(capacity, std::max(splits, 1));
+  const int chunk = chunk_keys(capacity, std::max(splits, 1), one_chunk_keys());
   return (capacity + chunk - 1) / chunk;
 }
 
@@ -746,7 +758,7 @@ DecodeArgs decode_args(const Tensor& q, const ops::PagedKV& kv, float softmax_sc
           q.strides[0], q.strides[1], out.strides[0], out.strides[1],
           q_heads, kv_heads, q_heads / kv_heads, head_blocks(q, kv),
           static_cast<int>(kv.page_table.shape[1]), static_cast<int>(kv.k_pages.shape[1]),
-          splits, softmax_scale * kLog2e};
+          splits, one_chunk_keys(), softmax_scale * kLog2e};
 }
 
 dim3 split_grid(const DecodeArgs& a, int64_t batch) {

@@ -1,8 +1,7 @@
 // The softmax routers' probabilities on the device: one definition shared by
 // moe_route_topk_softmax's kernel (moe_simple.cu) and the grouped router's softmax mode
 // (moe_route_grouped.cu, moe_route_softmax_grouped), so that the two ops' p are the same bits;
-// and the top-k choice of moe_route_topk_softmax (topk_softmax_warp), which the fused decode
-// router (moe_router_fused.cu) runs on its own logits with the same bits.
+// and the top-k choice of moe_route_topk_softmax (topk_softmax_warp).
 // A warp holds one token's logits, expert e at lane e % 32, slot e / 32 (-inf past the experts):
 //   m   = the warp's maximum (fmaxf, so a NaN logit is skipped, as the CPU's fmax does);
 //   sum = each lane's expf(x - m) over its slots in slot order, then warp_sum over the lanes;
