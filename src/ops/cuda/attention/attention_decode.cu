@@ -780,6 +780,12 @@ int attention_decode_splits(const Tensor& q, const ops::PagedKV& kv, int max_spl
   // partial wave is left at the end. A batch that fills them alone needs no split.
   const int64_t units = q.shape[0] * kv.k_pages.shape[2] * head_blocks(q, kv);
   const int64_t capacity = capacity_of(kv);
+  // BRAID_DECODE_SPLIT_SLOTS=sms: a block per SM instead (to compare the two in one process).
+  static const bool per_sm = [] {
+    const char* v = std::getenv("BRAID_DECODE_SPLIT_SLOTS");
+    return v != nullptr && std::string(v) == "sms";
+  }();
+  if (per_sm) resident = sms;
   int64_t splits = std::max<int64_t>(1, resident / units);
   splits = std::min<int64_t>(splits, (capacity + kMinSplitKeys - 1) / kMinSplitKeys);
   splits = std::clamp<int64_t>(splits, 1, std::max(max_splits, 1));

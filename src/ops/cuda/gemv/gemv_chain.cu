@@ -106,7 +106,6 @@ struct ChainArgs {
   StageArgs stage[ops::kMaxChainStages];
   int stages;
   int slots;
-  bool lane_arrivals;  // every consumer lane arrives on a slot's empty barrier (lane_arrivals())
   unsigned int* counter;
   unsigned long long* stamps;  // [blocks][kMaxChainStages][kStamps]: the kRecord kernel's
 };
@@ -331,12 +330,10 @@ __device__ void consume(const ChainArgs& a, const Ring& ring, T* act, float* par
         // The copies that refill the slot are the async proxy's writes: order this warp's reads
         // of it before them (the slot's empty barrier alone does not, across proxies).
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        if (a.lane_arrivals) {
-          hopper::mbar_arrive(ring.empty(p));
-        } else {
-          __syncwarp();
-          if (lane == 0) hopper::mbar_arrive(ring.empty(p));
-        }
+        // Every lane arrives after its own reads (the barrier counts kConsumers): lane 0's
+        // arrival for its warp after __syncwarp orders the same, but racecheck does not follow
+        // __syncwarp into an mbarrier and reported each refill as a race (sanitizer.md).
+        hopper::mbar_arrive(ring.empty(p));
       }
       if (live) {
         const float sum = warp_sum(acc[0] + acc[1]);
@@ -368,8 +365,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_chain_kernel(const ChainArgs
   if (threadIdx.x == 0) {
     for (int i = 0; i < a.slots; ++i) {
       hopper::mbar_init(ring.full(i), 1);                // the producer's arrival, with the bytes
-      // one per consumer warp, or per consumer thread (lane_arrivals)
-      hopper::mbar_init(ring.empty(i), a.lane_arrivals ? kConsumers : kConsumerWarps);
+      hopper::mbar_init(ring.empty(i), kConsumers);  // one per consumer thread
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the copies
   }
@@ -390,17 +386,6 @@ int ring_slots() {
     return std::clamp(n, kMinSlots, kMaxSlots);
   }();
   return slots;
-}
-
-// Whether every consumer lane arrives on a slot's empty barrier after its own reads, instead of
-// lane 0 for its warp after __syncwarp: BRAID_CHAIN_LANE_ARRIVALS=1, to see whether racecheck
-// then follows the ring's ordering (docs/perf/sanitizer.md) and what the arrivals cost.
-bool lane_arrivals() {
-  static const bool on = [] {
-    const char* v = std::getenv("BRAID_CHAIN_LANE_ARRIVALS");
-    return v != nullptr && std::string(v) == "1";
-  }();
-  return on;
 }
 
 int stage_k(const ops::ChainStage& s) {
@@ -469,7 +454,6 @@ void gemv_chain(std::span<const ops::ChainStage> stages, const Tensor& counter, 
   ChainArgs a{};
   a.stages = static_cast<int>(stages.size());
   a.slots = ring_slots();
-  a.lane_arrivals = lane_arrivals();
   a.counter = static_cast<unsigned int*>(counter.data);
   a.stamps = g_stamps;
   int64_t widest = 0;
