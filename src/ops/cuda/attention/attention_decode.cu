@@ -728,22 +728,27 @@ int capacity_of(const ops::PagedKV& kv) {  // <= INT32_MAX where the split kerne
   return static_cast<int>(std::max<int64_t>(kv.page_table.shape[1] * kv.k_pages.shape[1], 1));
 }
 
-// Keys up to which a sequence is one chunk: kOneChunkKeys, or BRAID_DECODE_ONE_CHUNK_KEYS (whole
-// 64-key steps, to compare thresholds in one process, as BRAID_DECODE_WARPS does the blocks).
-int one_chunk_keys() {
-  static const int keys = [] {
+// Keys up to which a sequence is one chunk (a function of shapes only, as the grid): kOneChunkKeys,
+// times (4 x the batch's units / SMs) where that is more than 1: when the units alone come near
+// the SMs, a short sequence split into chunks gains little parallelism and pays the combine
+// (attention_decode.md, "One chunk at batch 16"). BRAID_DECODE_ONE_CHUNK_KEYS (whole 64-key
+// steps) sets it for every shape, to compare thresholds in one process.
+int one_chunk_keys(const Tensor& q, const ops::PagedKV& kv) {
+  static const int forced = [] {
     const char* v = std::getenv("BRAID_DECODE_ONE_CHUNK_KEYS");
     const int n = v == nullptr ? 0 : std::atoi(v);
-    return n >= kChunkStep && n % kChunkStep == 0 ? n : kOneChunkKeys;
+    return n >= kChunkStep && n % kChunkStep == 0 ? n : 0;
   }();
-  return keys;
+  if (forced != 0) return forced;
+  const int64_t units = q.shape[0] * kv.k_pages.shape[2] * head_blocks(q, kv);
+  return kOneChunkKeys * static_cast<int>(std::clamp<int64_t>(4 * units / sm_count(), 1, 8));
 }
 
 // The chunks a full page table uses when `splits` are asked for (rounding the chunks to tiles may
 // leave fewer): the grid's first dimension.
-int grid_splits(const ops::PagedKV& kv, int splits) {
+int grid_splits(const Tensor& q, const ops::PagedKV& kv, int splits) {
   const int capacity = capacity_of(kv);
-  const int chunk = chunk_keys(capacity, std::max(splits, 1), one_chunk_keys());
+  const int chunk = chunk_keys(capacity, std::max(splits, 1), one_chunk_keys(q, kv));
   return (capacity + chunk - 1) / chunk;
 }
 
@@ -758,7 +763,7 @@ DecodeArgs decode_args(const Tensor& q, const ops::PagedKV& kv, float softmax_sc
           q.strides[0], q.strides[1], out.strides[0], out.strides[1],
           q_heads, kv_heads, q_heads / kv_heads, head_blocks(q, kv),
           static_cast<int>(kv.page_table.shape[1]), static_cast<int>(kv.k_pages.shape[1]),
-          splits, one_chunk_keys(), softmax_scale * kLog2e};
+          splits, one_chunk_keys(q, kv), softmax_scale * kLog2e};
 }
 
 dim3 split_grid(const DecodeArgs& a, int64_t batch) {
@@ -780,16 +785,10 @@ int attention_decode_splits(const Tensor& q, const ops::PagedKV& kv, int max_spl
   // partial wave is left at the end. A batch that fills them alone needs no split.
   const int64_t units = q.shape[0] * kv.k_pages.shape[2] * head_blocks(q, kv);
   const int64_t capacity = capacity_of(kv);
-  // BRAID_DECODE_SPLIT_SLOTS=sms: a block per SM instead (to compare the two in one process).
-  static const bool per_sm = [] {
-    const char* v = std::getenv("BRAID_DECODE_SPLIT_SLOTS");
-    return v != nullptr && std::string(v) == "sms";
-  }();
-  if (per_sm) resident = sms;
   int64_t splits = std::max<int64_t>(1, resident / units);
   splits = std::min<int64_t>(splits, (capacity + kMinSplitKeys - 1) / kMinSplitKeys);
   splits = std::clamp<int64_t>(splits, 1, std::max(max_splits, 1));
-  return grid_splits(kv, static_cast<int>(splits));
+  return grid_splits(q, kv, static_cast<int>(splits));
 }
 
 void attention_decode(const Tensor& q, const ops::PagedKV& kv, float softmax_scale,
@@ -806,7 +805,7 @@ void attention_decode(const Tensor& q, const ops::PagedKV& kv, float softmax_sca
     return;
   }
   const DecodeArgs a =
-      decode_args(q, kv, softmax_scale, out, lse, workspace, grid_splits(kv, splits));
+      decode_args(q, kv, softmax_scale, out, lse, workspace, grid_splits(q, kv, splits));
   dispatch_split(q, kv, [&](auto tag, auto dim, auto warps) {
     using T = decltype(tag);
     constexpr int D = decltype(dim)::value, W = decltype(warps)::value;
@@ -851,7 +850,7 @@ void attention_decode_append(const Tensor& q, const Tensor& k, const Tensor& v,
                       kv.k_pages.data,
                       kv.v_pages.data,
                       (q.size(2) * elem) % 16 == 0};  // the pages are aligned (use_split_kernels)
-  splits = grid_splits(kv, splits);
+  splits = grid_splits(q, kv, splits);
   dispatch_split(q, kv, [&](auto tag, auto dim, auto warps) {
     using T = decltype(tag);
     constexpr int D = decltype(dim)::value, W = decltype(warps)::value;
