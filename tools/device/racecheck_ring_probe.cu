@@ -1,10 +1,11 @@
 // Does compute-sanitizer's racecheck follow an mbarrier ring's ordering? gemv_chain's consumers
-// read a shared-memory slot, then release it on the slot's "empty" mbarrier (one arrival per warp,
-// from lane 0 after __syncwarp), and the producer thread refills the slot only after that phase
-// completes. racecheck reports those reads against the refill (docs/perf/sanitizer.md). This probe
-// is that ring alone, in variants, so that racecheck's answer on each says where its blind spot is:
-//   bulk-lane0   the chain's protocol: cp.async.bulk refills, proxy fence, lane 0 arrives
-//   bulk-all     the same, every lane arrives (the barrier counts 32 a warp)
+// read a shared-memory slot, then release it on the slot's "empty" mbarrier, and the producer
+// thread refills the slot only after that phase completes. With one arrival per warp (lane 0's,
+// after __syncwarp) racecheck reported those reads against the refill; this probe, the ring alone
+// in variants, said why (docs/perf/sanitizer.md: racecheck follows each thread's own arrival, not
+// __syncwarp, in either proxy), and the chain now has every lane arrive. The variants:
+//   bulk-lane0   the chain's first protocol: cp.async.bulk refills, proxy fence, lane 0 arrives
+//   bulk-all     the same, every lane arrives (the barrier counts 32 a warp): the chain now
 //   plain-lane0  the producer refills with ordinary loads and stores (generic proxy), lane 0 arrives
 //   plain-all    the same, every lane arrives
 //   racy         plain-all with the arrival before the reads: a real race (the positive control)

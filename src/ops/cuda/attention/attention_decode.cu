@@ -20,8 +20,8 @@
 //
 // The grid depends only on shapes (the page table's capacity, not kv_lens), so it is the same on
 // every decode step and can be captured in a CUDA graph. The chunk length is computed on the
-// device from each sequence's kv_len (chunk_keys): a sequence of up to kOneChunkKeys keys is one
-// chunk, and a longer one is cut into up to the grid's number of chunks (of at least
+// device from each sequence's kv_len (chunk_keys): a short sequence is one chunk (up to
+// kOneChunkKeys keys, more at large batches: one_chunk_keys), and a longer one is cut into up to the grid's number of chunks (of at least
 // kMinChunkSteps steps) whatever the page table's size, instead of leaving its keys to a few
 // blocks. Blocks whose chunk starts past their sequence's end exit at once, and the combine reads
 // only the chunks that hold keys.
@@ -31,7 +31,7 @@
 // QKV projection's output, which it leaves as it is), and the block whose chunk ends with the new
 // key rotates that key, takes it and the new value into its tiles from shared memory, and (one
 // block per KV head) appends both to the cache. Three kernels of a layer's decode step become one
-// (two past kOneChunkKeys keys: the combine kernel). The last block of each unit used to merge a
+// (two past the one-chunk length: the combine kernel). The last block of each unit used to merge a
 // few chunks itself (a counter per unit); against the combine kernel that measured slower
 // (attention_decode.md, "The last block's merge against the combine kernel"), and it went.
 //
@@ -72,13 +72,14 @@ struct Block {
 };
 constexpr int kStages = 3;  // tiles in shared memory: two in flight while one is used
 
-// The chunk rule (chunk_keys; attention_decode.md, "Chunk rule v2"): the grid splits a page table
-// into chunks of at least kMinSplitKeys keys, and a sequence of up to kOneChunkKeys keys is one
-// chunk whatever the grid (its block writes the output; split, it measured slower). Chunks are
-// whole steps of kChunkStep keys (the four-warp block's tile), at least kMinChunkSteps of them,
-// whichever block runs them: an eight-warp block's last tile of a chunk may be half empty.
+// The chunk rule (chunk_keys; attention_decode.md, "Chunk rule v2" and "One chunk at batch 16"):
+// the grid splits a page table into chunks of at least kMinSplitKeys keys, and a sequence of up to
+// one_chunk_keys() keys (kOneChunkKeys at small batches) is one chunk whatever the grid (its block
+// writes the output; split, it measured slower). Chunks are whole steps of kChunkStep keys (the
+// four-warp block's tile), at least kMinChunkSteps of them, whichever block runs them: an
+// eight-warp block's last tile of a chunk may be half empty.
 constexpr int kMinSplitKeys = 128;
-constexpr int kOneChunkKeys = 256;  // the default of DecodeArgs::one_chunk_keys (one_chunk_keys())
+constexpr int kOneChunkKeys = 256;  // one_chunk_keys() at small batches
 constexpr int kChunkStep = 64;
 constexpr int kMinChunkSteps = 2;
 constexpr int kCombineWarps = 4;  // the combine kernel's block
@@ -101,7 +102,7 @@ struct DecodeArgs {
   int q_heads, kv_heads, group, head_blocks;
   int max_pages, page_size;
   int splits;         // the grid's chunks per sequence (a sequence may use fewer: chunk_keys)
-  int one_chunk_keys; // a sequence of up to this many keys is one chunk (kOneChunkKeys)
+  int one_chunk_keys; // a sequence of up to this many keys is one chunk (one_chunk_keys())
   float scale_log2;   // softmax_scale * log2(e): scores go straight to exp2
 };
 
