@@ -6,9 +6,9 @@
 // __syncwarp, in either proxy), and the chain now has every lane arrive. The variants:
 //   bulk-lane0   the chain's first protocol: cp.async.bulk refills, proxy fence, lane 0 arrives
 //   bulk-all     the same, every lane arrives (the barrier counts 32 a warp): the chain now
-//   plain-lane0  the producer refills with ordinary loads and stores (generic proxy), lane 0 arrives
-//   plain-all    the same, every lane arrives
-//   racy         plain-all with the arrival before the reads: a real race (the positive control)
+//   plain-lane0  the producer refills with ordinary loads and stores (generic proxy), lane 0
+//   arrives plain-all    the same, every lane arrives racy         plain-all with the arrival
+//   before the reads: a real race (the positive control)
 // Each prints the checksum of what the consumers read against the host's, and is run as
 //   nvcc -O2 -arch=sm_90a -o probe tools/device/racecheck_ring_probe.cu
 //   compute-sanitizer --tool racecheck ./probe bulk-lane0
@@ -21,14 +21,16 @@
 
 namespace {
 
-constexpr int kWarps = 8;        // consumers
-constexpr int kSlots = 4;        // the ring
-constexpr int kSlotBytes = 4096; // a slot: each consumer warp reads its 512 bytes of it
-constexpr int kPieces = 64;      // pieces each block streams through the ring
+constexpr int kWarps = 8;         // consumers
+constexpr int kSlots = 4;         // the ring
+constexpr int kSlotBytes = 4096;  // a slot: each consumer warp reads its 512 bytes of it
+constexpr int kPieces = 64;       // pieces each block streams through the ring
 
 enum Variant { kBulkLane0, kBulkAll, kPlainLane0, kPlainAll, kRacy };
 
-__device__ uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+__device__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
 
 __device__ void mbar_init(uint32_t bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
@@ -54,12 +56,13 @@ __device__ void mbar_wait(uint32_t bar, uint32_t parity) {
 __device__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
   asm volatile(
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
-          "r"(dst), "l"(src), "r"(bytes), "r"(bar)
+          "r"(dst),
+      "l"(src), "r"(bytes), "r"(bar)
       : "memory");
 }
 
-__global__ void __launch_bounds__(32 * (kWarps + 1)) ring_kernel(const uint4* src, unsigned long long* sum,
-                                                                 int variant) {
+__global__ void __launch_bounds__(32 * (kWarps + 1))
+    ring_kernel(const uint4* src, unsigned long long* sum, int variant) {
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ __align__(8) uint64_t full[kSlots], empty[kSlots];
   const bool bulk = variant == kBulkLane0 || variant == kBulkAll;
@@ -96,7 +99,8 @@ __global__ void __launch_bounds__(32 * (kWarps + 1)) ring_kernel(const uint4* sr
   for (int p = 0; p < kPieces; ++p) {
     const int slot = p % kSlots;
     mbar_wait(smem_u32(&full[slot]), (p / kSlots) & 1);
-    const uint32_t* words = reinterpret_cast<const uint32_t*>(smem + slot * kSlotBytes + warp * 512);
+    const uint32_t* words =
+        reinterpret_cast<const uint32_t*>(smem + slot * kSlotBytes + warp * 512);
     if (variant == kRacy) mbar_arrive(smem_u32(&empty[slot]));  // too early: the slot may refill
     uint32_t piece = 0;
     for (int i = lane; i < 128; i += 32) piece += words[i];
@@ -138,13 +142,14 @@ int main(int argc, char** argv) {
   cudaMalloc(&sum, sizeof(*sum));
   cudaMemcpy(src, host.data(), words * 4, cudaMemcpyHostToDevice);
   cudaMemset(sum, 0, sizeof(*sum));
-  cudaFuncSetAttribute(ring_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSlots * kSlotBytes);
-  ring_kernel<<<blocks, 32 * (kWarps + 1), kSlots * kSlotBytes>>>(static_cast<const uint4*>(src), sum,
-                                                                 variant);
+  cudaFuncSetAttribute(ring_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                       kSlots * kSlotBytes);
+  ring_kernel<<<blocks, 32 * (kWarps + 1), kSlots * kSlotBytes>>>(static_cast<const uint4*>(src),
+                                                                  sum, variant);
   const cudaError_t err = cudaDeviceSynchronize();
   unsigned long long got = 0;
   cudaMemcpy(&got, sum, sizeof(got), cudaMemcpyDeviceToHost);
-  std::printf("%s: %s, checksum %s (%llu, expected %llu)\n", names[variant], cudaGetErrorString(err),
-              got == expect ? "matches" : "DIFFERS", got, expect);
+  std::printf("%s: %s, checksum %s (%llu, expected %llu)\n", names[variant],
+              cudaGetErrorString(err), got == expect ? "matches" : "DIFFERS", got, expect);
   return err == cudaSuccess && got == expect ? 0 : 1;
 }

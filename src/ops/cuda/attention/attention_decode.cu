@@ -21,10 +21,10 @@
 // The grid depends only on shapes (the page table's capacity, not kv_lens), so it is the same on
 // every decode step and can be captured in a CUDA graph. The chunk length is computed on the
 // device from each sequence's kv_len (chunk_keys): a short sequence is one chunk (up to
-// kOneChunkKeys keys, more at large batches: one_chunk_keys), and a longer one is cut into up to the grid's number of chunks (of at least
-// kMinChunkSteps steps) whatever the page table's size, instead of leaving its keys to a few
-// blocks. Blocks whose chunk starts past their sequence's end exit at once, and the combine reads
-// only the chunks that hold keys.
+// kOneChunkKeys keys, more at large batches: one_chunk_keys), and a longer one is cut into up to
+// the grid's number of chunks (of at least kMinChunkSteps steps) whatever the page table's size,
+// instead of leaving its keys to a few blocks. Blocks whose chunk starts past their sequence's end
+// exit at once, and the combine reads only the chunks that hold keys.
 //
 // The decode step's variant (kAppend, attention_decode_append) also does the step's
 // qk_norm_rope_kv_append itself: each block normalises and rotates its own query heads (from the
