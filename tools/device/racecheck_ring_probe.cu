@@ -10,7 +10,7 @@
 //   arrives plain-all    the same, every lane arrives racy         plain-all with the arrival
 //   before the reads: a real race (the positive control)
 // Each prints the checksum of what the consumers read against the host's, and is run as
-//   nvcc -O2 -arch=sm_90a -o probe tools/device/racecheck_ring_probe.cu
+//   nvcc -O2 -arch=sm_90a -I src -o probe tools/device/racecheck_ring_probe.cu
 //   compute-sanitizer --tool racecheck ./probe bulk-lane0
 #include <cuda_runtime.h>
 
@@ -19,7 +19,11 @@
 #include <cstring>
 #include <vector>
 
+#include "ops/cuda/hopper.cuh"  // the chain's own mbarrier calls
+
 namespace {
+
+using namespace braid::cuda::hopper;
 
 constexpr int kWarps = 8;         // consumers
 constexpr int kSlots = 4;         // the ring
@@ -32,27 +36,6 @@ __device__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-__device__ void mbar_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ void mbar_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-__device__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
-               : "memory");
-}
-__device__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        " selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (!done);
-}
 __device__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
   asm volatile(
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::

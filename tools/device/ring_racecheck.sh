@@ -6,7 +6,7 @@
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/call_env.sh"  # ROOT, B, OUT, the libraries, the card
 probe=$(mktemp -d)/probe
-nvcc -O2 -arch=sm_90a -o "$probe" tools/device/racecheck_ring_probe.cu || exit 1
+nvcc -O2 -arch=sm_90a -I src -o "$probe" tools/device/racecheck_ring_probe.cu || exit 1
 summary() { grep -E "RACECHECK SUMMARY|ERROR SUMMARY" "$1" | tail -n 1; }
 {
   for v in bulk-lane0 bulk-all plain-lane0 plain-all racy; do

@@ -687,6 +687,11 @@ int head_blocks(const Tensor& q, const ops::PagedKV& kv) {
   return static_cast<int>((group + kRows - 1) / kRows);
 }
 
+// The split kernel's blocks of one chunk each: (sequence, KV head, block of query heads) units.
+int64_t units_of(const Tensor& q, const ops::PagedKV& kv) {
+  return q.shape[0] * kv.k_pages.shape[2] * head_blocks(q, kv);
+}
+
 template <int D>
 using HeadDim = std::integral_constant<int, D>;
 template <int W>
@@ -703,8 +708,7 @@ int split_warps(const Tensor& q, const ops::PagedKV& kv) {
     return v == nullptr ? 0 : std::string(v) == "8" ? 8 : std::string(v) == "4" ? 4 : 0;
   }();
   if (forced != 0) return forced;
-  const int64_t units = q.shape[0] * kv.k_pages.shape[2] * head_blocks(q, kv);
-  return q.shape[2] == 128 && units < sm_count() ? 8 : 4;
+  return q.shape[2] == 128 && units_of(q, kv) < sm_count() ? 8 : 4;
 }
 
 // Calls f(T{}, HeadDim<D>{}, Warps<W>{}) for the split kernels' instantiations (bf16/f16 x 64/128
@@ -741,8 +745,8 @@ int one_chunk_keys(const Tensor& q, const ops::PagedKV& kv) {
     return n >= kChunkStep && n % kChunkStep == 0 ? n : 0;
   }();
   if (forced != 0) return forced;
-  const int64_t units = q.shape[0] * kv.k_pages.shape[2] * head_blocks(q, kv);
-  return kOneChunkKeys * static_cast<int>(std::clamp<int64_t>(4 * units / sm_count(), 1, 8));
+  return kOneChunkKeys *
+         static_cast<int>(std::clamp<int64_t>(4 * units_of(q, kv) / sm_count(), 1, 8));
 }
 
 // The chunks a full page table uses when `splits` are asked for (rounding the chunks to tiles may
@@ -784,9 +788,8 @@ int attention_decode_splits(const Tensor& q, const ops::PagedKV& kv, int max_spl
   });
   // Fill the GPU's resident block slots once: every SM streams from the start and no second,
   // partial wave is left at the end. A batch that fills them alone needs no split.
-  const int64_t units = q.shape[0] * kv.k_pages.shape[2] * head_blocks(q, kv);
   const int64_t capacity = capacity_of(kv);
-  int64_t splits = std::max<int64_t>(1, resident / units);
+  int64_t splits = std::max<int64_t>(1, resident / units_of(q, kv));
   splits = std::min<int64_t>(splits, (capacity + kMinSplitKeys - 1) / kMinSplitKeys);
   splits = std::clamp<int64_t>(splits, 1, std::max(max_splits, 1));
   return grid_splits(q, kv, static_cast<int>(splits));
