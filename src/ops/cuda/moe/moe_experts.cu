@@ -52,12 +52,14 @@
 // Both launches are programmatic dependents (PDL) of the kernel before them, to hide the gap
 // between kernels. gate_up touches no global memory before griddepcontrol.wait, then lets the
 // down kernel launch; down's blocks start as gate_up's last blocks drain, find their experts
-// (topk_ids is complete by then) and wait for h. They could also ask L2 for their down rows
-// before the wait (one bulk prefetch per expert; gate_up's weight loads are marked evict-first so
-// they would not push those out), to give DRAM down's reads during gate_up's tail: that was the
-// design, but measured it made every MoE decode step slower (15-106 us on an H200,
-// docs/perf/decode.md attempt 9), so it is off unless BRAID_MOE_DOWN_PREFETCH=1. These are
-// kProgrammaticGateUp / kProgrammaticDown and ExpertArgs::prefetch_down below, to compare on the GPU.
+// (topk_ids is complete by then), and each warp issues its first group of down-row loads before
+// it waits for h (LateWait; BRAID_MOE_DOWN_EARLY=0 waits before the items). They could also ask
+// L2 for their down rows before the wait (one bulk prefetch per expert; gate_up's weight loads
+// are marked evict-first so they would not push those out), to give DRAM down's reads during
+// gate_up's tail: that was the first design, but measured it made every MoE decode step slower
+// (15-106 us on an H200, docs/perf/decode.md attempt 9), so it is off unless
+// BRAID_MOE_DOWN_PREFETCH=1. These are kProgrammaticGateUp / kProgrammaticDown and ExpertArgs'
+// prefetch_down and early_down below, to compare on the GPU.
 //
 // FP8 weights (e4m3, one f32 scale per 128 x 128 block: Qwen3-*-FP8's and DeepSeek-V3's experts)
 // take the same kernels with kFp8: a lane loads 16 bytes = 16 weights per row per 64-column step
@@ -164,6 +166,7 @@ struct ExpertArgs {
   int batch_tokens;   // down: tokens per block
   int ksplit;         // down: slices of I per expert
   bool prefetch_down; // the down rows' L2 prefetch before gate_up ends: BRAID_MOE_DOWN_PREFETCH=1
+  bool early_down;    // down's first weight loads before its wait for h (LateWait); BRAID_MOE_DOWN_EARLY=0 turns it off
   // fp8 weights: the activations quantized (the header); each warp then has a stage of
   // stage_bytes(NT) at the start of the dynamic shared memory (warp_stage_bytes).
   bool quantized;
@@ -181,6 +184,31 @@ __host__ __device__ __forceinline__ int warp_stage_bytes(const ExpertArgs& a) {
 template <typename T>
 __device__ __forceinline__ T* h_store(const ExpertArgs& a) {
   return reinterpret_cast<T*>(a.workspace);
+}
+
+// The down kernel's wait for gate_up (for h, and for out when it is x), taken by each thread
+// once and as late as it can be: after the first group of weight loads of its first tile is
+// issued (weights are constant, so the contract in pdl.cuh lets them be read before the wait; h
+// may not be). The down rows then come from DRAM during gate_up's tail instead of after it, in
+// the warp's registers (an L2 prefetch was slower: docs/perf/decode.md, attempt 9). Constructed
+// with `pending` false it does nothing: gate_up's tiles, whose rows depend on the routing it
+// waits for first, and the down kernel launched the ordinary way.
+struct LateWait {
+  bool pending;
+  __device__ __forceinline__ void pass() {
+    if (pending) {
+      pdl::wait_then_release();
+      pending = false;
+    }
+  }
+};
+
+bool down_early_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("BRAID_MOE_DOWN_EARLY");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return on;
 }
 
 bool down_prefetch_enabled() {
@@ -303,7 +331,7 @@ __device__ __forceinline__ uint4 load16_fp8(const uint8_t* row, int c, bool pred
 template <typename T, int NT, bool kVec>
 __device__ __forceinline__ void warp_tile_mma(const T* a_lo, bool lo_ok, const T* a_hi, bool hi_ok,
                                               const T* const* b_rows, int nb, int k0, int k1,
-                                              uint64_t policy, float (&c)[NT][4]) {
+                                              uint64_t policy, LateWait& gate, float (&c)[NT][4]) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const T* b[NT];
   bool b_ok[NT];
@@ -324,6 +352,7 @@ __device__ __forceinline__ void warp_tile_mma(const T* a_lo, bool lo_ok, const T
       wl[u] = load8<T, kVec, true>(a_lo, col, k1, in && lo_ok, policy);
       wh[u] = load8<T, kVec, true>(a_hi, col, k1, in && hi_ok, policy);
     }
+    gate.pass();
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int col = base + u * kStepCols + t * 8;
@@ -344,13 +373,15 @@ __device__ __forceinline__ void warp_tile_mma(const T* a_lo, bool lo_ok, const T
 template <int NT, bool kVec>
 __device__ __forceinline__ void warp_tile_f32(const float* a_lo, bool lo_ok, const float* a_hi,
                                               bool hi_ok, const float* const* b_rows, int nb,
-                                              int k0, int k1, uint64_t policy, float (&c)[NT][4]) {
+                                              int k0, int k1, uint64_t policy, LateWait& gate,
+                                              float (&c)[NT][4]) {
   constexpr int N = 8 * NT;
   const int t = threadIdx.x & 3;
   float lo_acc[N], hi_acc[N];
 #pragma unroll
   for (int n = 0; n < N; ++n) lo_acc[n] = hi_acc[n] = 0.0f;
   constexpr int U = kVec ? kUnrollF32 : 1;
+  gate.pass();  // f32 loads weights and activations together: no early loads
   for (int base = k0; base < k1; base += U * 16) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -392,11 +423,11 @@ __device__ __forceinline__ void warp_tile_f32(const float* a_lo, bool lo_ok, con
 template <typename T, int NT, bool kVec>
 __device__ __forceinline__ void warp_tile(const T* a_lo, bool lo_ok, const T* a_hi, bool hi_ok,
                                           const T* const* b_rows, int nb, int k0, int k1,
-                                          uint64_t policy, float (&c)[NT][4]) {
+                                          uint64_t policy, LateWait& gate, float (&c)[NT][4]) {
   if constexpr (std::is_same_v<T, float>)
-    warp_tile_f32<NT, kVec>(a_lo, lo_ok, a_hi, hi_ok, b_rows, nb, k0, k1, policy, c);
+    warp_tile_f32<NT, kVec>(a_lo, lo_ok, a_hi, hi_ok, b_rows, nb, k0, k1, policy, gate, c);
   else
-    warp_tile_mma<T, NT, kVec>(a_lo, lo_ok, a_hi, hi_ok, b_rows, nb, k0, k1, policy, c);
+    warp_tile_mma<T, NT, kVec>(a_lo, lo_ok, a_hi, hi_ok, b_rows, nb, k0, k1, policy, gate, c);
 }
 
 // One group of U fp8 steps of a warp tile's two rows (lane t's 16 bytes of rows g and g + 8 at
@@ -434,7 +465,7 @@ template <typename T, int NT, bool kVec>
 __device__ __forceinline__ void warp_tile_fp8(const uint8_t* a_lo, bool lo_ok, const uint8_t* a_hi,
                                               bool hi_ok, const float* s_lo, const float* s_hi,
                                               const T* const* b_rows, int nb, int k0, int k1,
-                                              uint64_t policy, float (&c)[NT][4]) {
+                                              uint64_t policy, LateWait& gate, float (&c)[NT][4]) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const T* b[NT];
   bool b_ok[NT];
@@ -453,6 +484,7 @@ __device__ __forceinline__ void warp_tile_fp8(const uint8_t* a_lo, bool lo_ok, c
     uint4 wl[U], wh[U];
     float sl[kBlocks], sh[kBlocks];
     load_fp8_group<U, kVec>(a_lo, lo_ok, a_hi, hi_ok, s_lo, s_hi, base, k1, policy, wl, wh, sl, sh);
+    gate.pass();
 #pragma unroll
     for (int blk = 0; blk < kBlocks; ++blk) {
       float part[NT][4] = {};
@@ -496,7 +528,8 @@ template <typename T, int NT, bool kVec>
 __device__ __forceinline__ void warp_tile_e4m3(const uint8_t* a_lo, bool lo_ok, const uint8_t* a_hi,
                                                bool hi_ok, const float* s_lo, const float* s_hi,
                                                const T* const* b_rows, int nb, int k0, int k1,
-                                               uint64_t policy, uint8_t* stage, float (&c)[NT][4]) {
+                                               uint64_t policy, LateWait& gate, uint8_t* stage,
+                                               float (&c)[NT][4]) {
   constexpr int U = kUnroll, kBlocks = U / kFp8StepsPerBlock;
   static_assert(U * kFp8StepCols == kGroupCols && kBlocks == 2, "a group is two scale blocks");
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -508,6 +541,7 @@ __device__ __forceinline__ void warp_tile_e4m3(const uint8_t* a_lo, bool lo_ok, 
     uint4 wl[U], wh[U];
     float sl[kBlocks], sh[kBlocks];
     load_fp8_group<U, kVec>(a_lo, lo_ok, a_hi, hi_ok, s_lo, s_hi, base, k1, policy, wl, wh, sl, sh);
+    gate.pass();
     // The group's columns of each token, quantized into the stage while the weights are on their
     // way: token n's pass, lane l's 8 columns [base + 8 l, + 8); lanes 16 b .. 16 b + 15 are
     // scale block b (zeros and scale 1 past k1).
@@ -828,15 +862,17 @@ __global__ void __launch_bounds__(gate_up_warps<T>() * 32, gate_up_blocks_per_sm
           x_rows[tid] = static_cast<const T*>(a.x) + token_of_pair(a, pair_list[first + tid]) * a.x_stride;
         __syncthreads();
         float c[NT][4] = {};
+        LateWait waited{false};  // this kernel waited at its start
         if constexpr (kFp8) {
           if (a.quantized && !shared)
             warp_tile_e4m3<T, NT, kVec>(gate_row, row_ok, up_row, row_ok, gate_scale, up_scale,
-                                        x_rows, nb, k0, k1, policy, stage, c);
+                                        x_rows, nb, k0, k1, policy, waited, stage, c);
           else
             warp_tile_fp8<T, NT, kVec>(gate_row, row_ok, up_row, row_ok, gate_scale, up_scale,
-                                       x_rows, nb, k0, k1, policy, c);
+                                       x_rows, nb, k0, k1, policy, waited, c);
         } else
-          warp_tile<T, NT, kVec>(gate_row, row_ok, up_row, row_ok, x_rows, nb, k0, k1, policy, c);
+          warp_tile<T, NT, kVec>(gate_row, row_ok, up_row, row_ok, x_rows, nb, k0, k1, policy,
+                                 waited, c);
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
           const int n = 8 * nt + 2 * t;
@@ -901,7 +937,10 @@ __global__ void __launch_bounds__(kDownWarps * 32, 1) moe_down_kernel(const Expe
   const int units = (a.inter + kUnit - 1) / kUnit;
   const int slice = (units + a.ksplit - 1) / a.ksplit * kUnit;
   const uint64_t policy = evict_first_policy();
-  bool waited = false;
+  // h (and, when out is x, the last reads of x) come from gate_up: each thread waits for all of
+  // it before its first activation load (early_down) or before its first item.
+  LateWait gate{kProgrammaticDown};
+  bool first_batch = true;
 
   // Batches along x: blocks side by side share down rows (from L2 when there are several).
   for (int rb = blockIdx.y; rb < row_blocks; rb += gridDim.y) {
@@ -925,7 +964,7 @@ __global__ void __launch_bounds__(kDownWarps * 32, 1) moe_down_kernel(const Expe
       }
       __syncthreads();
       const int used = s_used;
-      if (a.prefetch_down && kVec && !waited) {
+      if (a.prefetch_down && kVec && first_batch) {
         // Ask L2 for this block's rows of each expert in use (contiguous: rows n0.. of expert e)
         // while gate_up is still finishing.
         const uint32_t bytes = static_cast<uint32_t>(rows) * a.inter * sizeof(W);
@@ -939,11 +978,8 @@ __global__ void __launch_bounds__(kDownWarps * 32, 1) moe_down_kernel(const Expe
                        : "memory");
         }
       }
-      if (!waited) {
-        // h (and, when out is x, the last reads of x) come from gate_up: wait for all of it.
-        if constexpr (kProgrammaticDown) pdl::wait_then_release();
-        waited = true;
-      }
+      if (!a.early_down) gate.pass();
+      first_batch = false;
 
       // Items: (expert, slice of I), the routed experts in use, then the shared ones.
       const int items = (used + a.shared) * a.ksplit;
@@ -984,13 +1020,14 @@ __global__ void __launch_bounds__(kDownWarps * 32, 1) moe_down_kernel(const Expe
           if constexpr (kFp8) {
             if (a.quantized && e < a.experts)
               warp_tile_e4m3<T, NT, kVec>(lo_row, g < rows, hi_row, g + 8 < rows, row_scale,
-                                          row_scale, h_rows[warp], nb, k0, k1, policy, stage, c);
+                                          row_scale, h_rows[warp], nb, k0, k1, policy, gate,
+                                          stage, c);
             else
               warp_tile_fp8<T, NT, kVec>(lo_row, g < rows, hi_row, g + 8 < rows, row_scale,
-                                         row_scale, h_rows[warp], nb, k0, k1, policy, c);
+                                         row_scale, h_rows[warp], nb, k0, k1, policy, gate, c);
           } else
             warp_tile<T, NT, kVec>(lo_row, g < rows, hi_row, g + 8 < rows, h_rows[warp], nb,
-                                          k0, k1, policy, c);
+                                   k0, k1, policy, gate, c);
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
@@ -1006,6 +1043,7 @@ __global__ void __launch_bounds__(kDownWarps * 32, 1) moe_down_kernel(const Expe
           __syncwarp();  // h_rows is rewritten next
         }
       }
+      gate.pass();  // a thread whose warp had no item: out may be x, which gate_up reads
       __syncthreads();
 
       // out[t, n0 + r] = sum over j, in order, of w[t, j] * y_j[r]; bad ids add nothing. Then
@@ -1040,7 +1078,7 @@ __global__ void __launch_bounds__(kDownWarps * 32, 1) moe_down_kernel(const Expe
     }
   }
   // A block with no batch still has to wait, so that no write can precede gate_up's end.
-  if (!waited && kProgrammaticDown) pdl::wait_then_release();
+  gate.pass();
 }
 
 // Launches kernel(a), as a programmatic dependent of the stream's previous kernel when
@@ -1113,6 +1151,7 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
   a.shared = a.shared_gate_up ? static_cast<int>(extras.shared_gate_up.w.shape[0] / 2 / a.inter) : 0;
   a.bitmap_words = (a.experts + 31) / 32;
   a.prefetch_down = down_prefetch_enabled();
+  a.early_down = down_early_enabled();
   const int64_t pairs = a.tokens * a.k;
   a.gate_up_slots = static_cast<int>(pairs < a.experts ? pairs : a.experts);
   // Down: enough (expert, I slice) items for the block's warps when k experts are in use (a
