@@ -305,8 +305,10 @@ Workspace::Workspace(const ModelConfig& c, int T, Device d, DType t, int64_t dec
         std::max<int64_t>(ops::attention_decode_counters(batch, c.num_heads, c.num_kv_heads), 1), d);
   }
   if (decode_kv_capacity > 0) {
-    // gemv_chain's, one per layer (a layer's chain may start before the one before has ended).
+    // gemv_chain's, one per layer (a layer's chain may start before the one before has ended),
+    // and moe_experts' one-token launch's, likewise.
     chain_counters = zeroed_counters(c.num_layers, d);
+    moe_counters = zeroed_counters(c.num_layers, d);
   }
   if (gather_tokens > 0 && !c.mla()) {
     gathered_k = OwnedTensor(t, {gather_tokens, c.num_kv_heads, c.head_dim}, d);
@@ -504,6 +506,8 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
         }
         if (!tp) extras.residual = residual;
         extras.quantize_activations = lw.experts_gate_up.dtype == DType::f8e4m3 && fp8_experts_quantized();
+        // One token: the layer in one launch where the op can (the op's rule).
+        if (ws.moe_counters.view().ndim != 0) extras.barrier = ws.moe_counters.view().slice(0, l, l + 1);
         // fp8 experts with their block scales (undefined for 16-bit experts).
         ops::moe_experts(normed, topk_w, topk_ids, lw.experts_gate_up, lw.experts_down, hidden,
                          tp ? proj : residual, lw.experts_gate_up_scale, lw.experts_down_scale,

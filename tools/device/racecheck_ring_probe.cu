@@ -19,7 +19,7 @@
 #include <cstring>
 #include <vector>
 
-#include "ops/cuda/hopper.cuh"  // the chain's own mbarrier calls
+#include "ops/cuda/hopper.cuh"  // the chain's own mbarrier and bulk-copy calls
 
 namespace {
 
@@ -31,18 +31,6 @@ constexpr int kSlotBytes = 4096;  // a slot: each consumer warp reads its 512 by
 constexpr int kPieces = 64;       // pieces each block streams through the ring
 
 enum Variant { kBulkLane0, kBulkAll, kPlainLane0, kPlainAll, kRacy };
-
-__device__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
-          "r"(dst),
-      "l"(src), "r"(bytes), "r"(bar)
-      : "memory");
-}
 
 __global__ void __launch_bounds__(32 * (kWarps + 1))
     ring_kernel(const uint4* src, unsigned long long* sum, int variant) {
@@ -56,7 +44,7 @@ __global__ void __launch_bounds__(32 * (kWarps + 1))
       mbar_init(smem_u32(&full[i]), 1);
       mbar_init(smem_u32(&empty[i]), all_lanes ? 32 * kWarps : kWarps);
     }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    fence_mbarrier_init();
   }
   __syncthreads();
   const uint4* block_src = src + static_cast<size_t>(blockIdx.x) * kPieces * (kSlotBytes / 16);

@@ -25,6 +25,28 @@ inline int sm_count() {
   return n;
 }
 
+// True on compute capability 9.0 or later (cp.async.bulk, transaction barriers).
+inline bool device_is_sm90_or_later() {
+  static const bool yes = [] {
+    int dev = 0, major = 0;
+    BRAID_CUDA_CHECK(cudaGetDevice(&dev));
+    BRAID_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    return major >= 9;
+  }();
+  return yes;
+}
+
+// The dynamic shared memory a block may opt into on the current device.
+inline int smem_optin_limit() {
+  static const int n = [] {
+    int dev = 0, optin = 0;
+    BRAID_CUDA_CHECK(cudaGetDevice(&dev));
+    BRAID_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    return optin;
+  }();
+  return n;
+}
+
 // True on compute capability 9.0 in a build with sm_90a code (wgmma, TMA, setmaxnreg).
 inline bool device_runs_sm90a() {
 #ifndef BRAID_HAS_SM90A

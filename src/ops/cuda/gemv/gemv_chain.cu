@@ -124,27 +124,6 @@ __device__ __forceinline__ int row_begin(int n, int b, int blocks) {
   return static_cast<int>(static_cast<int64_t>(n) * b / blocks);
 }
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// `bytes` (a multiple of 16, 16-byte aligned both ends) from global memory into shared memory,
-// completing on mbarrier `bar`, whose expected byte count must include them.
-__device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes,
-                                          uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
-          "r"(dst),
-      "l"(src), "r"(bytes), "r"(bar)
-      : "memory");
-}
-
-__device__ __forceinline__ unsigned int load_acquire(const unsigned int* p) {
-  unsigned int v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
 // One 16-bit element through L2 (it may have been written by another block of this kernel).
 template <typename T>
 __device__ __forceinline__ float load_cg(const T* p) {
@@ -208,7 +187,7 @@ __device__ void produce(const ChainArgs& a, const Ring& ring) {
         hopper::mbar_wait(ring.empty(p), ring.parity(p) ^ 1);  // a fresh slot passes at once
         hopper::mbar_arrive_expect_tx(ring.full(p), bytes * rows);
         for (int r = 0; r < rows; ++r)
-          bulk_copy(ring.buffer(p) + r * kRowBytes, w + static_cast<int64_t>(g + r) * st.k + c,
+          hopper::bulk_copy(ring.buffer(p) + r * kRowBytes, w + static_cast<int64_t>(g + r) * st.k + c,
                     bytes, ring.full(p));
       }
     }
@@ -220,7 +199,7 @@ __device__ void produce(const ChainArgs& a, const Ring& ring) {
 __device__ __forceinline__ void wait_for(const unsigned int* counter, unsigned int target) {
   if (threadIdx.x == 0) {
     const long long start = clock64();
-    while (load_acquire(counter) < target) {
+    while (hopper::load_acquire(counter) < target) {
       if (clock64() - start > kSpinLimitCycles) __trap();  // a block never ran: see the top
     }
     __threadfence();
@@ -360,14 +339,14 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_chain_kernel(const ChainArgs
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ __align__(8) uint64_t bars[2 * kMaxSlots];
   __shared__ float partial[kConsumerWarps];
-  const Ring ring{smem, smem_u32(smem), smem_u32(bars), a.slots};
+  const Ring ring{smem, hopper::smem_u32(smem), hopper::smem_u32(bars), a.slots};
   T* act = reinterpret_cast<T*>(smem + a.slots * kSlotBytes);
   if (threadIdx.x == 0) {
     for (int i = 0; i < a.slots; ++i) {
       hopper::mbar_init(ring.full(i), 1);                // the producer's arrival, with the bytes
       hopper::mbar_init(ring.empty(i), kConsumers);  // one per consumer thread
     }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the copies
+    hopper::fence_mbarrier_init();  // visible to the copies
   }
   __syncthreads();
   if (threadIdx.x >= kConsumers) {
@@ -398,15 +377,12 @@ int stage_k(const ops::ChainStage& s) {
 // block of at most this much fits an SM, so every block of the grid is resident.
 size_t smem_limit() {
   static const size_t limit = [] {
-    int dev = 0, optin = 0;
-    BRAID_CUDA_CHECK(cudaGetDevice(&dev));
-    BRAID_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     cudaFuncAttributes attr{};
     BRAID_CUDA_CHECK(cudaFuncGetAttributes(&attr, gemv_chain_kernel<__nv_bfloat16, true>));
     for (auto kernel : {gemv_chain_kernel<__nv_bfloat16, false>, gemv_chain_kernel<__half, false>,
                         gemv_chain_kernel<__nv_bfloat16, true>, gemv_chain_kernel<__half, true>})
       prefer_max_shared_if_asked(reinterpret_cast<const void*>(kernel));
-    return static_cast<size_t>(optin) - attr.sharedSizeBytes;
+    return static_cast<size_t>(smem_optin_limit()) - attr.sharedSizeBytes;
   }();
   return limit;
 }
@@ -427,13 +403,7 @@ unsigned long long* g_stamps = nullptr;  // gemv_chain_record_stamps
 
 bool gemv_chain_takes(std::span<const ops::ChainStage> stages) {
   if (stages.empty() || stages.size() > static_cast<size_t>(ops::kMaxChainStages)) return false;
-  static const bool hopper_or_later = [] {  // once, as sm_count()
-    int dev = 0, major = 0;
-    BRAID_CUDA_CHECK(cudaGetDevice(&dev));
-    BRAID_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    return major >= 9;
-  }();
-  if (!hopper_or_later) return false;
+  if (!device_is_sm90_or_later()) return false;
   const DType t = stages[0].x.dtype;
   if (t != DType::bf16 && t != DType::f16) return false;
   for (const ops::ChainStage& s : stages) {

@@ -48,6 +48,8 @@
 //    as items after the routed experts; its combine rounds the routed sum, adds the shared sum and
 //    then the residual, each rounded, as forward()'s separate ops did. One launch pair then does
 //    the whole layer after the router: OCR's decoder had 3 more kernels (two GEMVs and an add).
+// 4. One token, given the caller's counter: both in one launch (moe_one_token_kernel, below),
+//    the down rows staged in shared memory while gate_up streams, bit for bit the same output.
 //
 // Both launches are programmatic dependents (PDL) of the kernel before them, to hide the gap
 // between kernels. gate_up touches no global memory before griddepcontrol.wait, then lets the
@@ -97,6 +99,8 @@
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/gemv/gemv_device.cuh"
 #include "ops/cuda/moe/fp8_codes.cuh"
+#include "ops/cuda/hopper.cuh"
+#include "ops/cuda/launch_util.h"
 #include "ops/cuda/pdl.cuh"
 
 namespace braid::cuda {
@@ -170,6 +174,10 @@ struct ExpertArgs {
   // fp8 weights: the activations quantized (the header); each warp then has a stage of
   // stage_bytes(NT) at the start of the dynamic shared memory (warp_stage_bytes).
   bool quantized;
+  // The one-launch path at one token (moe_one_token_kernel): the grid's counter and the staged
+  // down rows' pitch in bytes.
+  unsigned int* barrier;
+  int stage_pitch;
 };
 
 // A warp's stage in the dynamic shared memory: stage_bytes(NT) when quantized, else none.
@@ -253,6 +261,43 @@ __device__ __forceinline__ uint4 cached16(const void* p, bool pred) {
   return v;
 }
 
+// 16 bytes of a tile staged in shared memory (the one-launch path's down rows); zeros when !pred.
+__device__ __forceinline__ uint4 shared16(const void* p, bool pred) {
+  uint4 v = make_uint4(0u, 0u, 0u, 0u);
+  if (pred)
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "r"(hopper::smem_u32(p)));
+  return v;
+}
+
+// 16 bytes through L2, never a possibly stale L1 line: written by another block of this kernel
+// (the one-launch path's h); zeros when !pred.
+__device__ __forceinline__ uint4 l2_16(const void* p, bool pred) {
+  uint4 v;
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n"
+      " mov.b32 %0, 0; mov.b32 %1, 0; mov.b32 %2, 0; mov.b32 %3, 0;\n"
+      " @p ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];\n}"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p), "r"(static_cast<int>(pred)));
+  return v;
+}
+
+// Where a tile's 16-byte loads come from: its weights (w) and its activations (act).
+struct FromDram {  // both kernels: weights streamed from DRAM, x or h (from the grid before) via L1
+  static __device__ __forceinline__ uint4 w(const void* p, bool pred, uint64_t policy) {
+    return stream16(p, pred, policy);
+  }
+  static __device__ __forceinline__ uint4 act(const void* p, bool pred) { return cached16(p, pred); }
+};
+struct FromStage {  // the one-launch path's down: rows in shared memory, h from this grid via L2
+  static __device__ __forceinline__ uint4 w(const void* p, bool pred, uint64_t) {
+    return shared16(p, pred);
+  }
+  static __device__ __forceinline__ uint4 act(const void* p, bool pred) { return l2_16(p, pred); }
+};
+
 template <typename T>
 __device__ __forceinline__ uint32_t bits16(T v) {
   if constexpr (std::is_same_v<T, __half>)
@@ -275,10 +320,10 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
 
 // Elements [c, c + 8) of a 16-bit row, zeros past `limit` or when !pred. kVec: one 16-byte load
 // (c a multiple of 8 and the row 16-byte aligned, so a chunk is all in or all out).
-template <typename T, bool kVec, bool kStream>
+template <typename T, bool kVec, bool kStream, class Src = FromDram>
 __device__ __forceinline__ uint4 load8(const T* row, int c, int limit, bool pred, uint64_t policy) {
   if constexpr (kVec) {
-    return kStream ? stream16(row + c, pred, policy) : cached16(row + c, pred);
+    return kStream ? Src::w(row + c, pred, policy) : Src::act(row + c, pred);
   } else {
     uint32_t e[8];
 #pragma unroll
@@ -305,10 +350,10 @@ __device__ __forceinline__ float4 load4(const float* row, int c, int limit, bool
 
 // 16 fp8 weights [c, c + 16) of a row, streamed as stream16 (kVec: 16-byte aligned), or byte by
 // byte. Zeros when !pred (a step is all in or all out: slices are whole 128-column blocks).
-template <bool kVec>
+template <bool kVec, class Src = FromDram>
 __device__ __forceinline__ uint4 load16_fp8(const uint8_t* row, int c, bool pred, uint64_t policy) {
   if constexpr (kVec) {
-    return stream16(row + c, pred, policy);
+    return Src::w(row + c, pred, policy);
   } else {
     uint32_t w[4] = {0u, 0u, 0u, 0u};
     if (pred)
@@ -328,7 +373,7 @@ __device__ __forceinline__ uint4 load16_fp8(const uint8_t* row, int c, bool pred
 // f16/bf16 weights on the tensor cores. Lane (g, t) loads columns [c, c + 8), c = 32 s + 8 t, of
 // A rows g and g + 8 and of token g (and g + 8 for the second n-tile): elements 0-3 are the first
 // mma's logical k {2t, 2t+1, 2t+8, 2t+9}, elements 4-7 the second's. B is x or h (both T).
-template <typename T, int NT, bool kVec>
+template <typename T, int NT, bool kVec, class Src = FromDram>
 __device__ __forceinline__ void warp_tile_mma(const T* a_lo, bool lo_ok, const T* a_hi, bool hi_ok,
                                               const T* const* b_rows, int nb, int k0, int k1,
                                               uint64_t policy, LateWait& gate, float (&c)[NT][4]) {
@@ -349,8 +394,8 @@ __device__ __forceinline__ void warp_tile_mma(const T* a_lo, bool lo_ok, const T
     for (int u = 0; u < U; ++u) {
       const int col = base + u * kStepCols + t * 8;
       const bool in = col < k1;
-      wl[u] = load8<T, kVec, true>(a_lo, col, k1, in && lo_ok, policy);
-      wh[u] = load8<T, kVec, true>(a_hi, col, k1, in && hi_ok, policy);
+      wl[u] = load8<T, kVec, true, Src>(a_lo, col, k1, in && lo_ok, policy);
+      wh[u] = load8<T, kVec, true, Src>(a_hi, col, k1, in && hi_ok, policy);
     }
     gate.pass();
 #pragma unroll
@@ -359,7 +404,7 @@ __device__ __forceinline__ void warp_tile_mma(const T* a_lo, bool lo_ok, const T
       const bool in = col < k1;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-        const uint4 xb = load8<T, kVec, false>(b[nt], col, k1, in && b_ok[nt], policy);
+        const uint4 xb = load8<T, kVec, false, Src>(b[nt], col, k1, in && b_ok[nt], policy);
         gemv_device::mma<T>(c[nt], wl[u].x, wh[u].x, wl[u].y, wh[u].y, xb.x, xb.y);
         gemv_device::mma<T>(c[nt], wl[u].z, wh[u].z, wl[u].w, wh[u].w, xb.z, xb.w);
       }
@@ -420,19 +465,21 @@ __device__ __forceinline__ void warp_tile_f32(const float* a_lo, bool lo_ok, con
   }
 }
 
-template <typename T, int NT, bool kVec>
+template <typename T, int NT, bool kVec, class Src = FromDram>
 __device__ __forceinline__ void warp_tile(const T* a_lo, bool lo_ok, const T* a_hi, bool hi_ok,
                                           const T* const* b_rows, int nb, int k0, int k1,
                                           uint64_t policy, LateWait& gate, float (&c)[NT][4]) {
-  if constexpr (std::is_same_v<T, float>)
+  if constexpr (std::is_same_v<T, float>) {
+    static_assert(std::is_same_v<Src, FromDram>, "f32 tiles stream from DRAM only");
     warp_tile_f32<NT, kVec>(a_lo, lo_ok, a_hi, hi_ok, b_rows, nb, k0, k1, policy, gate, c);
-  else
-    warp_tile_mma<T, NT, kVec>(a_lo, lo_ok, a_hi, hi_ok, b_rows, nb, k0, k1, policy, gate, c);
+  } else {
+    warp_tile_mma<T, NT, kVec, Src>(a_lo, lo_ok, a_hi, hi_ok, b_rows, nb, k0, k1, policy, gate, c);
+  }
 }
 
 // One group of U fp8 steps of a warp tile's two rows (lane t's 16 bytes of rows g and g + 8 at
 // 64 s + 16 t, zeros past k1 or for a missing row) and their 128-column blocks' scales (0 past k1).
-template <int U, bool kVec>
+template <int U, bool kVec, class Src = FromDram>
 __device__ __forceinline__ void load_fp8_group(const uint8_t* a_lo, bool lo_ok, const uint8_t* a_hi,
                                                bool hi_ok, const float* s_lo, const float* s_hi,
                                                int base, int k1, uint64_t policy, uint4 (&wl)[U],
@@ -443,8 +490,8 @@ __device__ __forceinline__ void load_fp8_group(const uint8_t* a_lo, bool lo_ok, 
   for (int u = 0; u < U; ++u) {
     const int step = base + u * kFp8StepCols;
     const bool in = step < k1;
-    wl[u] = load16_fp8<kVec>(a_lo, step + t * 16, in && lo_ok, policy);
-    wh[u] = load16_fp8<kVec>(a_hi, step + t * 16, in && hi_ok, policy);
+    wl[u] = load16_fp8<kVec, Src>(a_lo, step + t * 16, in && lo_ok, policy);
+    wh[u] = load16_fp8<kVec, Src>(a_hi, step + t * 16, in && hi_ok, policy);
     if (u % kFp8StepsPerBlock == 0) {
       sl[u / kFp8StepsPerBlock] = in ? __ldg(s_lo + step / kFp8Block) : 0.0f;
       sh[u / kFp8StepsPerBlock] = in ? __ldg(s_hi + step / kFp8Block) : 0.0f;
@@ -461,7 +508,7 @@ __device__ __forceinline__ void load_fp8_group(const uint8_t* a_lo, bool lo_ok, 
 // on c[..][0..1], row g + 8's on c[..][2..3] (gate_up's tile holds gate rows and up rows, which
 // lie in different 128-row blocks). s_lo / s_hi: the scale rows of rows g's and g + 8's 128-row
 // blocks, indexed by 128-column block.
-template <typename T, int NT, bool kVec>
+template <typename T, int NT, bool kVec, class Src = FromDram>
 __device__ __forceinline__ void warp_tile_fp8(const uint8_t* a_lo, bool lo_ok, const uint8_t* a_hi,
                                               bool hi_ok, const float* s_lo, const float* s_hi,
                                               const T* const* b_rows, int nb, int k0, int k1,
@@ -483,7 +530,7 @@ __device__ __forceinline__ void warp_tile_fp8(const uint8_t* a_lo, bool lo_ok, c
     // The weight loads and the blocks' scales first; the activations step by step.
     uint4 wl[U], wh[U];
     float sl[kBlocks], sh[kBlocks];
-    load_fp8_group<U, kVec>(a_lo, lo_ok, a_hi, hi_ok, s_lo, s_hi, base, k1, policy, wl, wh, sl, sh);
+    load_fp8_group<U, kVec, Src>(a_lo, lo_ok, a_hi, hi_ok, s_lo, s_hi, base, k1, policy, wl, wh, sl, sh);
     gate.pass();
 #pragma unroll
     for (int blk = 0; blk < kBlocks; ++blk) {
@@ -501,7 +548,7 @@ __device__ __forceinline__ void warp_tile_fp8(const uint8_t* a_lo, bool lo_ok, c
                                                            : make_uint2(wh[u].z, wh[u].w));
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) {
-            const uint4 xb = load8<T, kVec, false>(b[nt], col + 8 * h, k1, in && b_ok[nt], policy);
+            const uint4 xb = load8<T, kVec, false, Src>(b[nt], col + 8 * h, k1, in && b_ok[nt], policy);
             gemv_device::mma<T>(part[nt], lo.x, hi.x, lo.y, hi.y, xb.x, xb.y);
             gemv_device::mma<T>(part[nt], lo.z, hi.z, lo.w, hi.w, xb.z, xb.w);
           }
@@ -1081,6 +1128,217 @@ __global__ void __launch_bounds__(kDownWarps * 32, 1) moe_down_kernel(const Expe
   gate.pass();
 }
 
+// ---- one launch for the whole layer at one token ------------------------------------------------
+//
+// At one token the two kernels above pay two ramps: gate_up's blocks each wait, find their expert
+// and stream 32-64 KB, and the down kernel's blocks can start only as gate_up's leave their SMs, so
+// its 12-25 MB (Qwen3-30B-A3B) stream after gate_up's. Here one block per 16 rows of H (at most one
+// an SM, all resident) does both: right after the wait for the router, warp 0 copies the block's
+// down rows of every chosen expert into shared memory (cp.async.bulk, completing on one mbarrier),
+// so they stream beside gate_up's rows; then the block's four groups of four warps take gate_up
+// items (8 intermediate rows of one expert each, as the gate_up kernel's blocks do, with the same
+// warp slices and sums: the same h bits), the blocks meet at a grid-wide counter, and each block
+// runs its down items from shared memory and combines them as the down kernel does (the same
+// sums in the same order: out is bit for bit the two kernels'). The counter is the caller's
+// (MoeExpertsExtras::barrier), zero at the call and left zero.
+constexpr int kOneTokenGroups = kDownWarps / kGateUpWarps;  // gate_up items side by side
+constexpr int kOneTokenMaxSlots = 32;  // routed + shared experts: warp 0 lists them in one pass
+// A counter not reached after this many clock cycles (~10 s) means a block never became
+// resident: trap with an error rather than hang the GPU (as gemv_chain does).
+constexpr long long kOneTokenSpinLimit = 20'000'000'000LL;
+
+// The row pitch of the staged down rows: the row's bytes, padded so that rows g and g + 1 fall 64
+// bytes apart modulo 128 (a quarter-warp's 16-byte loads of two rows then take distinct banks).
+__host__ __device__ inline int one_token_pitch(int row_bytes) {
+  return row_bytes + (64 - row_bytes % 128 + 128) % 128;
+}
+// Shared memory: the staged rows [slots][16][pitch], the down partials [ksplit][slots][16], the
+// gate_up groups' partials [groups][warps][16].
+__host__ __device__ inline size_t one_token_stage_bytes(int slots, int pitch) {
+  return static_cast<size_t>(slots) * kTileRows * pitch;
+}
+inline size_t one_token_smem(int slots, int pitch, int ksplit) {
+  return one_token_stage_bytes(slots, pitch) +
+         static_cast<size_t>(ksplit) * slots * kTileRows * sizeof(float) +
+         static_cast<size_t>(kOneTokenGroups) * kGateUpWarps * kTileRows * sizeof(float);
+}
+
+// The expert of slot s (s < k: the token's j-th choice, then the shared experts), or -1 for a
+// routed id outside [0, E) (it contributes nothing).
+__device__ __forceinline__ int one_token_expert(const ExpertArgs& a, int s) {
+  if (s >= a.k) return a.experts + (s - a.k);
+  const int e = a.ids[s];
+  return e >= 0 && e < a.experts ? e : -1;
+}
+
+template <typename T, bool kFp8>
+__global__ void __launch_bounds__(kDownWarps * 32, 1) moe_one_token_kernel(const ExpertArgs a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  __trap();  // cp.async.bulk and transaction barriers: the host takes this path on 9.0+ only
+#else
+  using W = std::conditional_t<kFp8, uint8_t, T>;  // a weight element
+  extern __shared__ __align__(128) uint8_t dyn[];
+  __shared__ __align__(8) uint64_t staged;  // the down rows' mbarrier
+  __shared__ const T* act_rows[kDownWarps];  // per warp: the tile's one activation row (x or h)
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+  const int slots = a.k + a.shared, pitch = a.stage_pitch;
+  const int n0 = blockIdx.x * kTileRows, rows = min(kTileRows, a.hidden - n0);
+  const uint32_t row_bytes = static_cast<uint32_t>(a.inter) * sizeof(W);
+  uint8_t* stage = dyn;
+  float* down_partial = reinterpret_cast<float*>(dyn + one_token_stage_bytes(slots, pitch));
+  float* gate_partial = down_partial + a.ksplit * slots * kTileRows;
+  const uint32_t bar = hopper::smem_u32(&staged);
+  const uint64_t policy = evict_first_policy();
+
+  if (tid == 0) {
+    hopper::mbar_init(bar, 1);
+    hopper::fence_mbarrier_init();
+  }
+  // The router's ids and x come from the kernels before: nothing global is touched before this.
+  if constexpr (kProgrammaticGateUp) pdl::wait();
+  __syncthreads();  // the barrier's initialisation
+  if (warp == 0) {
+    const int e = lane < slots ? one_token_expert(a, lane) : -1;
+    const unsigned valid = __ballot_sync(kFull, e >= 0);
+    if (lane == 0) hopper::mbar_arrive_expect_tx(bar, __popc(valid) * rows * row_bytes);
+    __syncwarp();  // the bytes announced before any copy lands
+    for (int r = 0; r < rows && e >= 0; ++r)
+      hopper::bulk_copy(hopper::smem_u32(stage + (lane * kTileRows + r) * pitch),
+                        down_row<W>(a, e, n0 + r), row_bytes, bar);
+  }
+
+  // gate_up: group `grp`'s four warps take items (chunk of 8 intermediate rows, slot), the
+  // gate_up kernel's tile with its warp slices of H, partial sums and roundings.
+  {
+    const int grp = warp / kGateUpWarps, w4 = warp % kGateUpWarps;
+    constexpr int kUnit = kFp8 ? kFp8Block : kStepCols;
+    const int units = (a.hidden + kUnit - 1) / kUnit;
+    const int slice = (units + kGateUpWarps - 1) / kGateUpWarps * kUnit;
+    const int k0 = min(a.hidden, w4 * slice), k1 = min(a.hidden, k0 + slice);
+    const int chunks = (a.inter + kGateUpRows - 1) / kGateUpRows;
+    const int64_t items = static_cast<int64_t>(chunks) * slots;
+    float* partial = gate_partial + grp * kGateUpWarps * kTileRows;  // [w4][16 rows]
+    if (lane == 0) act_rows[warp] = static_cast<const T*>(a.x);
+    __syncwarp();
+    for (int64_t item = static_cast<int64_t>(blockIdx.x) * kOneTokenGroups + grp; item < items;
+         item += static_cast<int64_t>(gridDim.x) * kOneTokenGroups) {
+      const int chunk = static_cast<int>(item / slots), slot = static_cast<int>(item % slots);
+      const int e = one_token_expert(a, slot);
+      if (e < 0) continue;  // group-uniform
+      const int i0 = chunk * kGateUpRows;
+      const bool row_ok = i0 + g < a.inter;
+      const GateUpRows<W> tile = gate_up_rows<W>(a, e, i0 + g);
+      const W* gate_row = tile.base + tile.gate * a.hidden;
+      const W* up_row = tile.base + tile.up * a.hidden;
+      float c[1][4] = {};
+      LateWait waited{false};
+      if constexpr (kFp8) {
+        const int hb = a.hidden / kFp8Block;
+        warp_tile_fp8<T, 1, true>(gate_row, row_ok, up_row, row_ok,
+                                  tile.scale + tile.gate / kFp8Block * hb,
+                                  tile.scale + tile.up / kFp8Block * hb, &act_rows[warp], 1, k0,
+                                  k1, policy, waited, c);
+      } else {
+        warp_tile<T, 1, true>(gate_row, row_ok, up_row, row_ok, &act_rows[warp], 1, k0, k1,
+                              policy, waited, c);
+      }
+      if (t == 0) {  // token 0's column: rows g (gate) and g + 8 (up)
+        partial[w4 * kTileRows + g] = c[0][0];
+        partial[w4 * kTileRows + g + 8] = c[0][2];
+      }
+      hopper::named_sync(1 + grp, kGateUpWarps * 32);
+      if (w4 == 0 && lane < kGateUpRows && i0 + lane < a.inter) {
+        float gs = 0.0f, us = 0.0f;
+#pragma unroll
+        for (int w = 0; w < kGateUpWarps; ++w) {
+          gs += partial[w * kTileRows + lane];
+          us += partial[w * kTileRows + lane + 8];
+        }
+        const float gr = to_float(from_float<T>(gs));
+        const float ur = to_float(from_float<T>(us));
+        h_store<T>(a)[static_cast<int64_t>(slot) * a.inter + i0 + lane] =
+            from_float<T>(gr / (1.0f + expf(-gr)) * ur);
+      }
+      hopper::named_sync(1 + grp, kGateUpWarps * 32);  // partial is rewritten next
+    }
+  }
+
+  // Every block's h rows stored: meet at the counter (release, then acquire).
+  __syncthreads();
+  if (tid == 0) {
+    __threadfence();
+    atomicAdd(a.barrier, 1u);
+    const long long start = clock64();
+    while (hopper::load_acquire(a.barrier) < gridDim.x)
+      if (clock64() - start > kOneTokenSpinLimit) __trap();
+  }
+  __syncthreads();
+  // Every block is resident and past its wait: the next kernel may take SMs as they free.
+  if constexpr (kProgrammaticDown) pdl::launch_dependents();
+  // A second arrival per block; the last one resets the counter for the next call (every block
+  // has read it by then: values in [G, 2G) pass the poll above).
+  if (tid == 0 && atomicAdd(a.barrier, 1u) == 2 * gridDim.x - 1) atomicExch(a.barrier, 0u);
+
+  // down: warp items (slot, slice of I) from the staged rows, h through L2.
+  hopper::mbar_wait(bar, 0);
+  {
+    constexpr int kUnit = kFp8 ? kFp8Block : kStepCols;
+    const int units = (a.inter + kUnit - 1) / kUnit;
+    const int slice = (units + a.ksplit - 1) / a.ksplit * kUnit;
+    for (int item = warp; item < slots * a.ksplit; item += kDownWarps) {
+      const int slot = item / a.ksplit, part = item % a.ksplit;
+      const int e = one_token_expert(a, slot);
+      if (e < 0) continue;  // warp-uniform
+      const int k0 = min(a.inter, part * slice), k1 = min(a.inter, k0 + slice);
+      const W* lo_row = reinterpret_cast<const W*>(stage + (slot * kTileRows + g) * pitch);
+      const W* hi_row = reinterpret_cast<const W*>(stage + (slot * kTileRows + g + 8) * pitch);
+      if (lane == 0) act_rows[warp] = h_store<T>(a) + static_cast<int64_t>(slot) * a.inter;
+      __syncwarp();
+      float c[1][4] = {};
+      LateWait waited{false};
+      if constexpr (kFp8) {
+        const float* row_scale = down_scale_row(a, e, n0);
+        warp_tile_fp8<T, 1, true, FromStage>(lo_row, g < rows, hi_row, g + 8 < rows, row_scale,
+                                             row_scale, &act_rows[warp], 1, k0, k1, policy, waited,
+                                             c);
+      } else {
+        warp_tile<T, 1, true, FromStage>(lo_row, g < rows, hi_row, g + 8 < rows, &act_rows[warp], 1,
+                                         k0, k1, policy, waited, c);
+      }
+      if (t == 0) {
+        float* y = down_partial + (part * slots + slot) * kTileRows;
+        y[g] = c[0][0];
+        y[g + 8] = c[0][2];
+      }
+      __syncwarp();  // act_rows is rewritten next
+    }
+  }
+  __syncthreads();
+
+  // The down kernel's combine at one token: routed pairs in j order, then the shared experts and
+  // the residual, each rounded as the op's contract says.
+  if (tid < rows) {
+    const int r = tid;
+    float acc = 0.0f;
+    for (int j = 0; j < a.k; ++j) {
+      if (one_token_expert(a, j) < 0) continue;
+      float y = 0.0f;
+      for (int s = 0; s < a.ksplit; ++s) y += down_partial[(s * slots + j) * kTileRows + r];
+      acc = fmaf(a.weights[j], y, acc);
+    }
+    if (a.shared > 0) {
+      float sh = 0.0f;
+      for (int j = a.k; j < slots; ++j)
+        for (int s = 0; s < a.ksplit; ++s) sh += down_partial[(s * slots + j) * kTileRows + r];
+      acc = rounded<T>(rounded<T>(acc) + rounded<T>(sh));
+    }
+    if (a.residual) acc = to_float(static_cast<const T*>(a.residual)[n0 + r]) + rounded<T>(acc);
+    static_cast<T*>(a.out)[n0 + r] = from_float<T>(acc);
+  }
+#endif
+}
+
 // Launches kernel(a), as a programmatic dependent of the stream's previous kernel when
 // `programmatic` (its blocks may start early and must griddepcontrol.wait before touching memory).
 template <typename Kernel>
@@ -1116,6 +1374,41 @@ void launch(const ExpertArgs& a, cudaStream_t s) {
                        static_cast<size_t>(a.ksplit) * max_pairs * kTileRows * sizeof(float);
   launch_kernel(moe_down_kernel<T, NT, kVecI, kFp8>, grid2, kDownWarps * 32, smem2, s,
                 kProgrammaticDown, a);
+}
+
+// BRAID_MOE_ONE_TOKEN=0 keeps one-token layers on the two kernels (to compare them on the GPU).
+bool one_token_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("BRAID_MOE_ONE_TOKEN");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+
+// The one-launch path's dynamic shared memory for these arguments, or 0 where it does not apply:
+// one token, 16-bit activations, aligned rows, exact products, the caller's counter, a grid of at
+// most one block per SM (every block resident: they wait on each other) and a block's staged rows
+// within what an SM offers.
+size_t one_token_smem_for(const ExpertArgs& a, DType dtype, bool vec) {
+  if (!one_token_enabled() || a.barrier == nullptr || a.tokens != 1 || !vec || a.quantized ||
+      (dtype != DType::f16 && dtype != DType::bf16) || !device_is_sm90_or_later())
+    return 0;
+  const int slots = a.k + a.shared;
+  const int row_blocks = (a.hidden + kTileRows - 1) / kTileRows;
+  if (slots > kOneTokenMaxSlots || row_blocks > sm_count()) return 0;
+  const size_t smem = one_token_smem(slots, a.stage_pitch, a.ksplit);
+  constexpr size_t kStatic = 1024;  // the kernel's own barrier and row pointers, with room
+  return smem + kStatic <= static_cast<size_t>(smem_optin_limit()) ? smem : 0;
+}
+
+template <typename T, bool kFp8>
+void launch_one_token(const ExpertArgs& a, size_t smem, cudaStream_t s) {
+  const auto kernel = moe_one_token_kernel<T, kFp8>;
+  opt_in(kernel, static_cast<int>(smem));
+  const unsigned grid = static_cast<unsigned>((a.hidden + kTileRows - 1) / kTileRows);
+  launch_dependent_if(kProgrammaticGateUp && programmatic_launch_enabled(), kernel, dim3(grid),
+                      dim3(kDownWarps * 32), smem, s, a);
+  BRAID_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -1183,6 +1476,16 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
   const bool two_tiles = a.tokens > 8;
   a.quantized = fp8 && extras.quantize_activations;
   auto s = static_cast<cudaStream_t>(stream.handle);
+  a.barrier = static_cast<unsigned int*>(extras.barrier.data);
+  a.stage_pitch = one_token_pitch(a.inter * (fp8 ? 1 : elem));
+  if (const size_t smem = one_token_smem_for(a, x.dtype, vec_h && vec_i)) {
+    if (x.dtype == DType::bf16)
+      fp8 ? launch_one_token<__nv_bfloat16, true>(a, smem, s)
+          : launch_one_token<__nv_bfloat16, false>(a, smem, s);
+    else
+      fp8 ? launch_one_token<__half, true>(a, smem, s) : launch_one_token<__half, false>(a, smem, s);
+    return;
+  }
   dispatch_float_type(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     auto go = [&](auto nt, auto fp8_tag) {

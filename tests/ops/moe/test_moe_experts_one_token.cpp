@@ -1,0 +1,246 @@
+// moe_experts' one launch at one token (MoeExpertsExtras::barrier): its output is the two
+// kernels' bit for bit (same h, same sums in the same order), with 16-bit and fp8 experts, shared
+// experts, the residual, out aliasing x, an id that contributes nothing and repeated ids; the
+// counter is left zero, so the next call (and a graph replay with new routing) runs again; and the
+// barrier argument is checked on every device. The CUDA tests skip without a GPU.
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "braid/ops.h"
+#include "braid/stream.h"
+#include "ops/fp8_test_util.h"
+#include "ops/moe/moe_test_util.h"
+#include "test_util.h"
+
+#if BRAID_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace braid::test {
+namespace {
+
+struct Case {
+  DType dtype;
+  bool fp8;
+  int64_t experts, k, hidden, inter, shared;
+  bool residual;
+  bool out_is_x;
+};
+
+std::string case_name(const Case& c) {
+  return std::string(c.fp8 ? "fp8_" : "") + std::string(dtype_name(c.dtype)) + "_E" + std::to_string(c.experts) +
+         "_k" + std::to_string(c.k) + "_H" + std::to_string(c.hidden) + "_I" + std::to_string(c.inter) +
+         "_S" + std::to_string(c.shared) + (c.residual ? "_res" : "") + (c.out_is_x ? "_outx" : "");
+}
+
+// One token's problem on the GPU: the weights (fp8 codes with their block scales, or 16-bit),
+// the routing, x and the residual.
+struct Problem {
+  OwnedTensor x, weights, ids, gate_up, down, gate_up_scale, down_scale;
+  OwnedTensor shared_gate_up, shared_down, shared_gate_up_scale, shared_down_scale, residual;
+};
+
+Problem make_problem(const Case& c, uint64_t seed) {
+  const Device gpu = Device::cuda();
+  const int64_t width = c.shared * c.inter;
+  const float gs = 2.0f / std::sqrt(static_cast<float>(c.hidden));
+  const float ds = 2.0f / std::sqrt(static_cast<float>(c.inter));
+  Problem p;
+  p.x = to_device(random_host(c.dtype, {1, c.hidden}, seed), gpu);
+  p.weights = to_device(random_host(DType::f32, {1, c.k}, seed + 1, 0.05f, 1.0f), gpu);
+  OwnedTensor ids(DType::i32, {1, c.k}, Device::cpu());
+  moe::distinct_routing(ids.view(), c.experts, seed + 2);
+  p.ids = to_device(ids, gpu);
+  if (c.fp8) {
+    const fp8::Fp8Tensor gu = fp8::weights(c.experts, 2 * c.inter, c.hidden, seed + 3);
+    const fp8::Fp8Tensor dn = fp8::weights(c.experts, c.hidden, c.inter, seed + 4);
+    p.gate_up = to_device(gu.q, gpu);
+    p.gate_up_scale = to_device(gu.scale, gpu);
+    p.down = to_device(dn.q, gpu);
+    p.down_scale = to_device(dn.scale, gpu);
+    if (c.shared > 0) {
+      const fp8::Fp8Tensor sgu = fp8::weights(1, 2 * width, c.hidden, seed + 5);
+      const fp8::Fp8Tensor sdn = fp8::weights(1, c.hidden, width, seed + 6);
+      p.shared_gate_up = to_device(sgu.q.view().reshape({2 * width, c.hidden}), gpu);
+      p.shared_gate_up_scale = to_device(sgu.scale.view().reshape({2 * width / 128, c.hidden / 128}), gpu);
+      p.shared_down = to_device(sdn.q.view().reshape({c.hidden, width}), gpu);
+      p.shared_down_scale = to_device(sdn.scale.view().reshape({c.hidden / 128, width / 128}), gpu);
+    }
+  } else {
+    p.gate_up = to_device(random_host(c.dtype, {c.experts, 2 * c.inter, c.hidden}, seed + 3, -gs, gs), gpu);
+    p.down = to_device(random_host(c.dtype, {c.experts, c.hidden, c.inter}, seed + 4, -ds, ds), gpu);
+    if (c.shared > 0) {
+      p.shared_gate_up = to_device(random_host(c.dtype, {2 * width, c.hidden}, seed + 5, -gs, gs), gpu);
+      p.shared_down = to_device(random_host(c.dtype, {c.hidden, width}, seed + 6, -ds, ds), gpu);
+    }
+  }
+  p.residual = to_device(random_host(c.dtype, {1, c.hidden}, seed + 7, -2.0f, 2.0f), gpu);
+  return p;
+}
+
+// The layer's output with or without the counter (barrier undefined: the two kernels), written
+// over x (out_is_x), else over the residual where there is one (as forward() runs it). Each call
+// gets fresh copies of x and the residual.
+std::vector<uint8_t> run(const Case& c, const Problem& p, const Tensor& barrier) {
+  const Device gpu = Device::cuda();
+  auto x = to_device(p.x, gpu), res = to_device(p.residual, gpu);
+  auto ws = poisoned(DType::f32, {c.k + c.shared, c.inter}, gpu);
+  auto out = poisoned(c.dtype, {1, c.hidden}, gpu);
+  ops::MoeExpertsExtras extras;
+  if (c.shared > 0) {
+    extras.shared_gate_up = {p.shared_gate_up, p.shared_gate_up_scale};
+    extras.shared_down = {p.shared_down, p.shared_down_scale};
+  }
+  if (c.residual) extras.residual = res;
+  extras.barrier = barrier;
+  const Tensor target = c.out_is_x ? x.view() : c.residual ? res.view() : out.view();
+  ops::moe_experts(x, p.weights, p.ids, p.gate_up, p.down, ws, target, p.gate_up_scale,
+                   p.down_scale, extras);
+  const OwnedTensor host = to_device(target, Device::cpu());
+  const auto* bytes = static_cast<const uint8_t*>(host.view().data);
+  return std::vector<uint8_t>(bytes, bytes + host.view().numel() * dtype_size(c.dtype));
+}
+
+OwnedTensor zero_counter() {
+  OwnedTensor counter(DType::i32, {1}, Device::cpu());
+  counter.view().ptr<int32_t>()[0] = 0;
+  return to_device(counter, Device::cuda());
+}
+
+int32_t counter_value(const Tensor& counter) {
+  return to_device(counter, Device::cpu()).view().ptr<int32_t>()[0];
+}
+
+class MoeExpertsOneToken : public ::testing::TestWithParam<Case> {};
+
+TEST_P(MoeExpertsOneToken, CudaEqualsTheTwoKernelsBitForBit) {
+  BRAID_REQUIRE_CUDA();
+  const Case c = GetParam();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const Problem p = make_problem(c, seed);
+  const OwnedTensor counter = zero_counter();
+  const std::vector<uint8_t> two = run(c, p, Tensor{});
+  EXPECT_EQ(run(c, p, counter), two);
+  EXPECT_EQ(counter_value(counter), 0) << "the kernel leaves its counter zero";
+  EXPECT_EQ(run(c, p, counter), two) << "a second call with the same counter";
+  EXPECT_EQ(counter_value(counter), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, MoeExpertsOneToken,
+    ::testing::Values(
+        // Qwen3-30B-A3B's layer (k 8, H 2048, I 768; 32 of its 128 experts), bf16 and fp8, out
+        // in place of the residual as forward() runs it.
+        Case{DType::bf16, false, 32, 8, 2048, 768, 0, true, false},
+        Case{DType::bf16, true, 32, 8, 2048, 768, 0, true, false},
+        // Smaller ones: f16, shared experts (DeepSeek's), no residual, out aliasing x, H not a
+        // multiple of 16 rows' blocks' count of SMs, I not a multiple of the 4-warp slices.
+        Case{DType::f16, false, 16, 4, 512, 96, 0, false, false},
+        Case{DType::bf16, false, 16, 4, 520, 200, 2, true, false},
+        Case{DType::bf16, false, 12, 3, 256, 64, 1, false, true},
+        Case{DType::bf16, true, 16, 4, 512, 256, 2, true, false},
+        Case{DType::f16, true, 8, 2, 256, 128, 0, false, true}),
+    [](const auto& info) { return case_name(info.param); });
+
+// A pair with kMoeNotLocal and a token that chose one expert twice: the same as the two kernels.
+TEST(MoeExpertsOneTokenCuda, IdsThatContributeNothingOrRepeat) {
+  BRAID_REQUIRE_CUDA();
+  const Case c{DType::bf16, false, 16, 4, 512, 128, 1, true, false};
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Problem p = make_problem(c, seed);
+  const OwnedTensor counter = zero_counter();
+  for (const std::vector<int32_t>& ids : {std::vector<int32_t>{3, ops::kMoeNotLocal, 7, 1},
+                                          std::vector<int32_t>{5, 5, 2, 5},
+                                          std::vector<int32_t>{ops::kMoeNotLocal, ops::kMoeNotLocal,
+                                                               ops::kMoeNotLocal, ops::kMoeNotLocal}}) {
+    OwnedTensor host(DType::i32, {1, 4}, Device::cpu());
+    std::memcpy(host.view().data, ids.data(), ids.size() * sizeof(int32_t));
+    p.ids = to_device(host, Device::cuda());
+    EXPECT_EQ(run(c, p, counter), run(c, p, Tensor{})) << "ids " << ids[0] << " " << ids[1] << " "
+                                                       << ids[2] << " " << ids[3];
+    EXPECT_EQ(counter_value(counter), 0);
+  }
+}
+
+#if BRAID_WITH_CUDA
+// Captured once and replayed with other routing each time: every replay equals the two kernels.
+TEST(MoeExpertsOneTokenCuda, GraphReplayFollowsNewRouting) {
+  BRAID_REQUIRE_CUDA();
+  const Case c{DType::bf16, true, 64, 6, 1024, 256, 0, true, false};
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Problem p = make_problem(c, seed);
+  const Device gpu = Device::cuda();
+  const OwnedTensor counter = zero_counter();
+  auto x = to_device(p.x, gpu), res = to_device(p.residual, gpu);
+  auto ws = poisoned(DType::f32, {c.k, c.inter}, gpu);
+  ops::MoeExpertsExtras extras;
+  extras.residual = res;
+  extras.barrier = counter;
+  StreamOwner stream;
+  auto s = static_cast<cudaStream_t>(stream.get().handle);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  try {
+    ops::moe_experts(x, p.weights, p.ids, p.gate_up, p.down, ws, res, p.gate_up_scale,
+                     p.down_scale, extras, stream.get());
+  } catch (const Error& e) {
+    cudaStreamEndCapture(s, &graph);
+    FAIL() << "moe_experts failed under capture: " << e.what();
+  }
+  ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int replay = 0; replay < 4; ++replay) {
+    OwnedTensor ids(DType::i32, {1, c.k}, Device::cpu());
+    moe::distinct_routing(ids.view(), c.experts, seed + 100 + replay);
+    copy(ids, p.ids);
+    copy(p.residual, res);
+    ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+    stream.synchronize();
+    const OwnedTensor got = to_device(res, Device::cpu());
+    const auto* bytes = static_cast<const uint8_t*>(got.view().data);
+    const std::vector<uint8_t> replayed(bytes, bytes + got.view().numel() * 2);
+    EXPECT_EQ(replayed, run(c, p, Tensor{})) << "replay " << replay;
+  }
+  EXPECT_EQ(counter_value(counter), 0);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+}
+#endif
+
+// The counter is checked wherever the op runs (the CPU ignores its value).
+TEST(MoeExpertsOneToken, BadBarrierIsNamed) {
+  const int64_t experts = 8, k = 2, hidden = 64, inter = 32;
+  OwnedTensor x = random_host(DType::bf16, {1, hidden}, 1);
+  OwnedTensor w = random_host(DType::f32, {1, k}, 2, 0.1f, 1.0f);
+  OwnedTensor ids(DType::i32, {1, k}, Device::cpu());
+  moe::distinct_routing(ids.view(), experts, 3);
+  OwnedTensor gu = random_host(DType::bf16, {experts, 2 * inter, hidden}, 4);
+  OwnedTensor dn = random_host(DType::bf16, {experts, hidden, inter}, 5);
+  OwnedTensor ws(DType::f32, {k, inter}, Device::cpu()), out(DType::bf16, {1, hidden}, Device::cpu());
+  OwnedTensor good(DType::i32, {1}, Device::cpu());
+  good.view().ptr<int32_t>()[0] = 0;
+  OwnedTensor wide(DType::i32, {2}, Device::cpu()), f32(DType::f32, {1}, Device::cpu());
+  auto call = [&](const Tensor& barrier) {
+    ops::MoeExpertsExtras extras;
+    extras.barrier = barrier;
+    ops::moe_experts(x, w, ids, gu, dn, ws, out, Tensor{}, Tensor{}, extras);
+  };
+  call(good);  // accepted, and ignored on the CPU
+  for (const Tensor& bad : {wide.view(), f32.view()}) {
+    try {
+      call(bad);
+      ADD_FAILURE() << "no error for a bad barrier";
+    } catch (const Error& err) {
+      EXPECT_NE(std::string(err.what()).find("'barrier'"), std::string::npos) << err.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace braid::test
