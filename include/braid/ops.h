@@ -626,11 +626,12 @@ void moe_fp8_block_scale(const Tensor& routing_logits, const Tensor& routing_bia
 // (forward()'s order: residual + (routed + shared), each sum rounded). out may be residual (in
 // place) or x; the workspace is then [T * (k + S / I), I].
 //
-// One launch at one token (MoeExpertsExtras::barrier): on CUDA (compute 9.0+), with T = 1, 16-bit
-// activations, aligned rows, exact products and a block's down rows within an SM's shared memory
-// (Qwen3-30B-A3B, bf16 or fp8), the layer runs as one kernel whose blocks, one per 16 rows of H,
-// stream their down rows into shared memory beside the gate_up rows and meet at a grid-wide
-// counter between the two (docs/perf/decode.md); the results are the two kernels' bit for bit.
+// One launch at one token (MoeExpertsExtras::barrier): on CUDA (compute 9.0+), with T = 1, fp8
+// experts, exact products, aligned rows and a block's down rows within an SM's shared memory
+// (Qwen3-30B-A3B-FP8), the layer runs as one kernel whose blocks, one per 16 rows of H, copy
+// their share of the gate_up rows and their down rows into shared memory from the start and meet
+// at a grid-wide counter between the two (docs/perf/decode.md); the results are the two kernels'
+// bit for bit.
 // Its blocks wait on each other: while another kernel holds SMs for its whole run it may not
 // get them all, and a counter not reached within ~10 s stops it with a CUDA error rather than
 // hang. Without the counter, and elsewhere, the two kernels run.

@@ -89,6 +89,13 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
                  const Tensor& down_scale, const ops::MoeExpertsExtras& extras,
                  const Tensor& workspace,
                  const Tensor& out, Stream stream);
+// Whether moe_experts with these arguments runs the layer in one launch (one token, fp8 experts,
+// the counter given, ...: moe_experts.cu), for the tests that compare it with the two kernels.
+bool moe_experts_takes_one_launch(const Tensor& x, const Tensor& topk_weights,
+                                  const Tensor& topk_ids, const Tensor& gate_up, const Tensor& down,
+                                  const Tensor& gate_up_scale, const Tensor& down_scale,
+                                  const ops::MoeExpertsExtras& extras, const Tensor& workspace,
+                                  const Tensor& out);
 void moe_grouped_gemm(const Tensor& x, const Tensor& w, const Tensor& expert_offsets,
                       ops::MoeActivation activation, const Tensor& y, Stream stream);
 void moe_permute(const Tensor& topk_ids, int num_experts, const Tensor& expert_offsets,

@@ -1,8 +1,9 @@
-// moe_experts' one launch at one token (MoeExpertsExtras::barrier): its output is the two
-// kernels' bit for bit (same h, same sums in the same order), with 16-bit and fp8 experts, shared
-// experts, the residual, out aliasing x, an id that contributes nothing and repeated ids; the
-// counter is left zero, so the next call (and a graph replay with new routing) runs again; and the
-// barrier argument is checked on every device. The CUDA tests skip without a GPU.
+// moe_experts' one launch at one token with fp8 experts (MoeExpertsExtras::barrier): its output
+// is the two kernels' bit for bit (same h, same sums in the same order), with f16 and bf16
+// activations, shared experts, the residual, out aliasing x, blocks with many gate_up items (ring
+// refills) and with none, an id that contributes nothing and repeated ids; the counter is left
+// zero, so the next call (and a graph replay with new routing) runs again; and the barrier
+// argument is checked on every device. The CUDA tests skip without a GPU.
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -16,27 +17,28 @@
 
 #if BRAID_WITH_CUDA
 #include <cuda_runtime.h>
+
+#include "ops/cuda/cuda_ops.h"
 #endif
 
 namespace braid::test {
 namespace {
 
 struct Case {
-  DType dtype;
-  bool fp8;
+  DType dtype;  // of the activations; the experts are fp8
   int64_t experts, k, hidden, inter, shared;
   bool residual;
   bool out_is_x;
 };
 
 std::string case_name(const Case& c) {
-  return std::string(c.fp8 ? "fp8_" : "") + std::string(dtype_name(c.dtype)) + "_E" + std::to_string(c.experts) +
+  return std::string(dtype_name(c.dtype)) + "_E" + std::to_string(c.experts) +
          "_k" + std::to_string(c.k) + "_H" + std::to_string(c.hidden) + "_I" + std::to_string(c.inter) +
          "_S" + std::to_string(c.shared) + (c.residual ? "_res" : "") + (c.out_is_x ? "_outx" : "");
 }
 
-// One token's problem on the GPU: the weights (fp8 codes with their block scales, or 16-bit),
-// the routing, x and the residual.
+// One token's problem on the GPU: the fp8 weights with their block scales, the routing, x and
+// the residual.
 struct Problem {
   OwnedTensor x, weights, ids, gate_up, down, gate_up_scale, down_scale;
   OwnedTensor shared_gate_up, shared_down, shared_gate_up_scale, shared_down_scale, residual;
@@ -45,36 +47,25 @@ struct Problem {
 Problem make_problem(const Case& c, uint64_t seed) {
   const Device gpu = Device::cuda();
   const int64_t width = c.shared * c.inter;
-  const float gs = 2.0f / std::sqrt(static_cast<float>(c.hidden));
-  const float ds = 2.0f / std::sqrt(static_cast<float>(c.inter));
   Problem p;
   p.x = to_device(random_host(c.dtype, {1, c.hidden}, seed), gpu);
   p.weights = to_device(random_host(DType::f32, {1, c.k}, seed + 1, 0.05f, 1.0f), gpu);
   OwnedTensor ids(DType::i32, {1, c.k}, Device::cpu());
   moe::distinct_routing(ids.view(), c.experts, seed + 2);
   p.ids = to_device(ids, gpu);
-  if (c.fp8) {
-    const fp8::Fp8Tensor gu = fp8::weights(c.experts, 2 * c.inter, c.hidden, seed + 3);
-    const fp8::Fp8Tensor dn = fp8::weights(c.experts, c.hidden, c.inter, seed + 4);
-    p.gate_up = to_device(gu.q, gpu);
-    p.gate_up_scale = to_device(gu.scale, gpu);
-    p.down = to_device(dn.q, gpu);
-    p.down_scale = to_device(dn.scale, gpu);
-    if (c.shared > 0) {
-      const fp8::Fp8Tensor sgu = fp8::weights(1, 2 * width, c.hidden, seed + 5);
-      const fp8::Fp8Tensor sdn = fp8::weights(1, c.hidden, width, seed + 6);
-      p.shared_gate_up = to_device(sgu.q.view().reshape({2 * width, c.hidden}), gpu);
-      p.shared_gate_up_scale = to_device(sgu.scale.view().reshape({2 * width / 128, c.hidden / 128}), gpu);
-      p.shared_down = to_device(sdn.q.view().reshape({c.hidden, width}), gpu);
-      p.shared_down_scale = to_device(sdn.scale.view().reshape({c.hidden / 128, width / 128}), gpu);
-    }
-  } else {
-    p.gate_up = to_device(random_host(c.dtype, {c.experts, 2 * c.inter, c.hidden}, seed + 3, -gs, gs), gpu);
-    p.down = to_device(random_host(c.dtype, {c.experts, c.hidden, c.inter}, seed + 4, -ds, ds), gpu);
-    if (c.shared > 0) {
-      p.shared_gate_up = to_device(random_host(c.dtype, {2 * width, c.hidden}, seed + 5, -gs, gs), gpu);
-      p.shared_down = to_device(random_host(c.dtype, {c.hidden, width}, seed + 6, -ds, ds), gpu);
-    }
+  const fp8::Fp8Tensor gu = fp8::weights(c.experts, 2 * c.inter, c.hidden, seed + 3);
+  const fp8::Fp8Tensor dn = fp8::weights(c.experts, c.hidden, c.inter, seed + 4);
+  p.gate_up = to_device(gu.q, gpu);
+  p.gate_up_scale = to_device(gu.scale, gpu);
+  p.down = to_device(dn.q, gpu);
+  p.down_scale = to_device(dn.scale, gpu);
+  if (c.shared > 0) {
+    const fp8::Fp8Tensor sgu = fp8::weights(1, 2 * width, c.hidden, seed + 5);
+    const fp8::Fp8Tensor sdn = fp8::weights(1, c.hidden, width, seed + 6);
+    p.shared_gate_up = to_device(sgu.q.view().reshape({2 * width, c.hidden}), gpu);
+    p.shared_gate_up_scale = to_device(sgu.scale.view().reshape({2 * width / 128, c.hidden / 128}), gpu);
+    p.shared_down = to_device(sdn.q.view().reshape({c.hidden, width}), gpu);
+    p.shared_down_scale = to_device(sdn.scale.view().reshape({c.hidden / 128, width / 128}), gpu);
   }
   p.residual = to_device(random_host(c.dtype, {1, c.hidden}, seed + 7, -2.0f, 2.0f), gpu);
   return p;
@@ -96,6 +87,12 @@ std::vector<uint8_t> run(const Case& c, const Problem& p, const Tensor& barrier)
   if (c.residual) extras.residual = res;
   extras.barrier = barrier;
   const Tensor target = c.out_is_x ? x.view() : c.residual ? res.view() : out.view();
+#if BRAID_WITH_CUDA
+  EXPECT_EQ(cuda::moe_experts_takes_one_launch(x, p.weights, p.ids, p.gate_up, p.down,
+                                               p.gate_up_scale, p.down_scale, extras, ws, target),
+            barrier.data != nullptr)
+      << "the path this call was meant to take";
+#endif
   ops::moe_experts(x, p.weights, p.ids, p.gate_up, p.down, ws, target, p.gate_up_scale,
                    p.down_scale, extras);
   const OwnedTensor host = to_device(target, Device::cpu());
@@ -132,23 +129,22 @@ TEST_P(MoeExpertsOneToken, CudaEqualsTheTwoKernelsBitForBit) {
 INSTANTIATE_TEST_SUITE_P(
     Shapes, MoeExpertsOneToken,
     ::testing::Values(
-        // Qwen3-30B-A3B's layer (k 8, H 2048, I 768; 32 of its 128 experts), bf16 and fp8, out
-        // in place of the residual as forward() runs it.
-        Case{DType::bf16, false, 32, 8, 2048, 768, 0, true, false},
-        Case{DType::bf16, true, 32, 8, 2048, 768, 0, true, false},
-        // Smaller ones: f16, shared experts (DeepSeek's), no residual, out aliasing x, H not a
-        // multiple of 16 rows' blocks' count of SMs, I not a multiple of the 4-warp slices.
-        Case{DType::f16, false, 16, 4, 512, 96, 0, false, false},
-        Case{DType::bf16, false, 16, 4, 520, 200, 2, true, false},
-        Case{DType::bf16, false, 12, 3, 256, 64, 1, false, true},
-        Case{DType::bf16, true, 16, 4, 512, 256, 2, true, false},
-        Case{DType::f16, true, 8, 2, 256, 128, 0, false, true}),
+        // Qwen3-30B-A3B-FP8's layer (k 8, H 2048, I 768; 32 of its 128 experts), out in place of
+        // the residual as forward() runs it: 6 gate_up items a block through 3 ring slots.
+        Case{DType::bf16, 32, 8, 2048, 768, 0, true, false},
+        // f16; shared experts (DeepSeek's); out aliasing x; 24 blocks for 128 items (the last
+        // blocks have none); 16 blocks of 64 items each (the ring refilled many times).
+        Case{DType::f16, 16, 4, 512, 256, 0, false, false},
+        Case{DType::bf16, 16, 4, 512, 256, 2, true, false},
+        Case{DType::bf16, 12, 3, 384, 256, 1, false, true},
+        Case{DType::f16, 8, 2, 256, 128, 0, false, true},
+        Case{DType::bf16, 64, 8, 256, 1024, 0, true, false}),
     [](const auto& info) { return case_name(info.param); });
 
 // A pair with kMoeNotLocal and a token that chose one expert twice: the same as the two kernels.
 TEST(MoeExpertsOneTokenCuda, IdsThatContributeNothingOrRepeat) {
   BRAID_REQUIRE_CUDA();
-  const Case c{DType::bf16, false, 16, 4, 512, 128, 1, true, false};
+  const Case c{DType::bf16, 16, 4, 512, 128, 1, true, false};
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   Problem p = make_problem(c, seed);
@@ -170,7 +166,7 @@ TEST(MoeExpertsOneTokenCuda, IdsThatContributeNothingOrRepeat) {
 // Captured once and replayed with other routing each time: every replay equals the two kernels.
 TEST(MoeExpertsOneTokenCuda, GraphReplayFollowsNewRouting) {
   BRAID_REQUIRE_CUDA();
-  const Case c{DType::bf16, true, 64, 6, 1024, 256, 0, true, false};
+  const Case c{DType::bf16, 64, 6, 1024, 256, 0, true, false};
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   Problem p = make_problem(c, seed);
