@@ -3,8 +3,6 @@
 // both use.
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 
 #include "core/cuda_check.h"
 #include "ops/cuda/launch_util.h"
@@ -268,15 +266,6 @@ __global__ void __launch_bounds__(kDownWarps * 32, 1) moe_one_token_kernel(const
 #endif
 }
 
-// BRAID_MOE_ONE_TOKEN=0 keeps one-token layers on the two kernels (to compare them on the GPU).
-bool one_token_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("BRAID_MOE_ONE_TOKEN");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
-  return on;
-}
-
 template <typename T>
 void launch_as(const ExpertArgs& a, size_t smem, cudaStream_t s) {
   const auto kernel = moe_one_token_kernel<T>;
@@ -295,7 +284,7 @@ void launch_as(const ExpertArgs& a, size_t smem, cudaStream_t s) {
 // at most one block per SM (every block resident: they wait on each other) and a block's staged
 // down rows and at least one gate_up item slot within what an SM offers.
 size_t one_token_plan(ExpertArgs& a, bool fp8, DType dtype, bool vec) {
-  if (!one_token_enabled() || a.barrier == nullptr || a.tokens != 1 || !fp8 || !vec ||
+  if (a.barrier == nullptr || a.tokens != 1 || !fp8 || !vec ||
       a.quantized || (dtype != DType::f16 && dtype != DType::bf16) || !device_is_sm90_or_later())
     return 0;
   const int slots = a.k + a.shared;
