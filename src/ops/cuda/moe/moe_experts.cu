@@ -49,8 +49,8 @@
 //    then the residual, each rounded, as forward()'s separate ops did. One launch pair then does
 //    the whole layer after the router: OCR's decoder had 3 more kernels (two GEMVs and an add).
 // 4. One token with fp8 experts, given the caller's counter: both in one launch
-//    (moe_one_token_kernel, below), every weight byte through bulk copies into shared memory,
-//    bit for bit the same output.
+//    (moe_experts_one_token.cu), every weight byte through bulk copies into shared memory, bit
+//    for bit the same output.
 //
 // Both launches are programmatic dependents (PDL) of the kernel before them, to hide the gap
 // between kernels. gate_up touches no global memory before griddepcontrol.wait, then lets the
@@ -62,7 +62,7 @@
 // gate_up's tail: that was the first design, but measured it made every MoE decode step slower
 // (15-106 us on an H200, docs/perf/decode.md attempt 9), so it is off unless
 // BRAID_MOE_DOWN_PREFETCH=1. These are kProgrammaticGateUp / kProgrammaticDown and ExpertArgs'
-// prefetch_down and early_down below, to compare on the GPU.
+// prefetch_down and early_down (moe_experts_device.cuh), to compare on the GPU.
 //
 // FP8 weights (e4m3, one f32 scale per 128 x 128 block: Qwen3-*-FP8's and DeepSeek-V3's experts)
 // take the same kernels with kFp8: a lane loads 16 bytes = 16 weights per row per 64-column step

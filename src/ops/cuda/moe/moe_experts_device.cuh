@@ -84,7 +84,7 @@ struct ExpertArgs {
   int ksplit;         // down: slices of I per expert
   bool prefetch_down; // the down rows' L2 prefetch before gate_up ends: BRAID_MOE_DOWN_PREFETCH=1
   bool early_down;    // down's first weight loads before its wait for h (LateWait); BRAID_MOE_DOWN_EARLY=0 turns it off
-  // fp8 weights: the activations quantized (the header); each warp then has a stage of
+  // fp8 weights: the activations quantized (moe_experts.cu's header); each warp then has a stage of
   // stage_bytes(NT) at the start of the dynamic shared memory (warp_stage_bytes).
   bool quantized;
   // The one-launch path at one token (moe_one_token_kernel): the grid's counter, the gate_up
@@ -463,7 +463,7 @@ __device__ __forceinline__ void warp_tile_fp8(const uint8_t* a_lo, bool lo_ok, c
   }
 }
 
-// The same tile with quantized activations (the header): the weights as loaded, on the fp8
+// The same tile with quantized activations (moe_experts.cu's header): the weights as loaded, on the fp8
 // tensor cores. Lane (g, t) loads 16 bytes of rows g and g + 8 at c = 64 s + 16 t as
 // warp_tile_fp8 does; the A fragment of each m16n8k32 is 4 of those bytes per register (row g:
 // x and y, then z and w; row g + 8 likewise), and the B fragment the same 16 columns of token g's

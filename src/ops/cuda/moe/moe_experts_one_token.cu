@@ -14,11 +14,12 @@ namespace {
 
 // ---- one launch for the whole layer at one token (fp8 experts) ---------------------------------
 //
-// At one token the two kernels above each pay a ramp and a drain: gate_up's warps take two
-// dependent round trips for their 8 KB, and the down kernel's blocks start only as gate_up's leave
-// their SMs, so its stream follows gate_up's (Qwen3-30B-A3B-FP8: 15.6 + 11.0 us a layer for 37.8 MB,
-// 1.4 TB/s; docs/perf/decode.md). Here one block per 16 rows of H (at most one an SM, all
-// resident) asks for nearly all of its bytes at once, through bulk copies into shared memory:
+// At one token moe_experts.cu's two kernels each pay a ramp and a drain: gate_up's warps take
+// two dependent round trips for their 8 KB, and the down kernel's blocks start only as gate_up's
+// leave their SMs, so its stream follows gate_up's (Qwen3-30B-A3B-FP8: 15.6 + 11.0 us a layer
+// for 37.8 MB, 1.4 TB/s; docs/perf/decode.md, session 13). Here one block per 16 rows of H (at
+// most one an SM, all resident) asks for nearly all of its bytes at once, through bulk copies
+// into shared memory:
 //   - its share of the gate_up items (8 intermediate rows of one expert: 8 gate rows and 8 up
 //     rows, contiguous items per block, so every SM streams the same bytes) through a ring of R
 //     item slots, each refilled with the item R places on as soon as its group has read it;
@@ -71,7 +72,8 @@ __device__ __forceinline__ int one_token_expert(const ExpertArgs& a, int s) {
 // copies nothing, but the barrier's phase still completes). One thread.
 __device__ __forceinline__ void copy_gate_up_item(const ExpertArgs& a, int64_t item, int slots,
                                                   uint8_t* dst, int pitch, uint32_t bar) {
-  const int chunk = static_cast<int>(item / slots), e = one_token_expert(a, static_cast<int>(item % slots));
+  const int chunk = static_cast<int>(item / slots);
+  const int e = one_token_expert(a, static_cast<int>(item % slots));
   const int i0 = chunk * kGateUpRows, rows = e < 0 ? 0 : min(kGateUpRows, a.inter - i0);
   hopper::mbar_arrive_expect_tx(bar, 2u * rows * a.hidden);
   for (int r = 0; r < rows; ++r) {
@@ -87,7 +89,9 @@ struct FromStageX {
   static __device__ __forceinline__ uint4 w(const void* p, bool pred, uint64_t) {
     return shared16(p, pred);
   }
-  static __device__ __forceinline__ uint4 act(const void* p, bool pred) { return cached16(p, pred); }
+  static __device__ __forceinline__ uint4 act(const void* p, bool pred) {
+    return cached16(p, pred);
+  }
 };
 
 template <typename T>
@@ -96,7 +100,7 @@ __global__ void __launch_bounds__(kDownWarps * 32, 1) moe_one_token_kernel(const
   __trap();  // cp.async.bulk and transaction barriers: the host takes this path on 9.0+ only
 #else
   extern __shared__ __align__(128) uint8_t dyn[];
-  __shared__ __align__(8) uint64_t staged;                // the down rows
+  __shared__ __align__(8) uint64_t staged;                  // the down rows
   __shared__ __align__(8) uint64_t full[kOneTokenMaxRing];  // the ring's slots
   __shared__ const T* act_rows[kDownWarps];  // per warp: the tile's one activation row (x or h)
 
@@ -115,7 +119,8 @@ __global__ void __launch_bounds__(kDownWarps * 32, 1) moe_one_token_kernel(const
   const int64_t items = static_cast<int64_t>(chunks) * slots;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * a.items_per_block;
   const int64_t left = items - first;
-  const int mine = left <= 0 ? 0 : static_cast<int>(left < a.items_per_block ? left : a.items_per_block);
+  const int mine =
+      left <= 0 ? 0 : static_cast<int>(left < a.items_per_block ? left : a.items_per_block);
   const uint64_t policy = evict_first_policy();
 
   if (tid == 0) {
@@ -232,7 +237,8 @@ __global__ void __launch_bounds__(kDownWarps * 32, 1) moe_one_token_kernel(const
       LateWait waited{false};
       const float* row_scale = down_scale_row(a, e, n0);
       warp_tile_fp8<T, 1, true, FromStage>(lo_row, g < rows, hi_row, g + 8 < rows, row_scale,
-                                           row_scale, &act_rows[warp], 1, k0, k1, policy, waited, c);
+                                           row_scale, &act_rows[warp], 1, k0, k1, policy, waited,
+                                           c);
       if (t == 0) {
         float* y = down_partial + (part * slots + slot) * kTileRows;
         y[g] = c[0][0];
