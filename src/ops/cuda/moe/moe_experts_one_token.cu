@@ -285,13 +285,13 @@ void launch_as(const ExpertArgs& a, size_t smem, cudaStream_t s) {
 
 }  // namespace
 
-// The path takes one token, fp8
-// experts with 16-bit activations, aligned rows, exact products, the caller's counter, a grid of
-// at most one block per SM (every block resident: they wait on each other) and a block's staged
-// down rows and at least one gate_up item slot within what an SM offers.
+// The path takes one token, fp8 experts with 16-bit activations, aligned rows, exact products,
+// the caller's counter, a grid of at most one block per SM (every block resident: they wait on
+// each other), and a block's staged down rows and at least one gate_up item slot within what an
+// SM offers.
 size_t one_token_plan(ExpertArgs& a, bool fp8, DType dtype, bool vec) {
-  if (a.barrier == nullptr || a.tokens != 1 || !fp8 || !vec ||
-      a.quantized || (dtype != DType::f16 && dtype != DType::bf16) || !device_is_sm90_or_later())
+  if (a.barrier == nullptr || a.tokens != 1 || !fp8 || !vec || a.quantized ||
+      (dtype != DType::f16 && dtype != DType::bf16) || !device_is_sm90_or_later())
     return 0;
   const int slots = a.k + a.shared;
   const int blocks = (a.hidden + kTileRows - 1) / kTileRows;
