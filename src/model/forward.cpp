@@ -72,8 +72,8 @@ bool fp8_experts_quantized() {
 }
 
 // moe_experts' one launch at one token (MoeExpertsExtras::barrier; the op takes it where it can:
-// Qwen3-30B-A3B-FP8's layers). BRAID_MOE_ONE_TOKEN=1 turns it on, =0 off; the default is the
-// measured one (docs/perf/decode.md, session 13).
+// Qwen3-30B-A3B-FP8's layers). Off unless BRAID_MOE_ONE_TOKEN=1: its current version has not run
+// on a GPU yet (docs/perf/decode.md, session 13).
 bool moe_one_launch() {
   static const bool on = [] {
     const char* v = std::getenv("BRAID_MOE_ONE_TOKEN");

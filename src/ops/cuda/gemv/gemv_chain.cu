@@ -187,8 +187,8 @@ __device__ void produce(const ChainArgs& a, const Ring& ring) {
         hopper::mbar_wait(ring.empty(p), ring.parity(p) ^ 1);  // a fresh slot passes at once
         hopper::mbar_arrive_expect_tx(ring.full(p), bytes * rows);
         for (int r = 0; r < rows; ++r)
-          hopper::bulk_copy(ring.buffer(p) + r * kRowBytes, w + static_cast<int64_t>(g + r) * st.k + c,
-                    bytes, ring.full(p));
+          hopper::bulk_copy(ring.buffer(p) + r * kRowBytes,
+                            w + static_cast<int64_t>(g + r) * st.k + c, bytes, ring.full(p));
       }
     }
     stamp<kRecord>(a, s, kLastCopy);
