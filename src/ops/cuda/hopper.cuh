@@ -73,6 +73,17 @@ __device__ __forceinline__ unsigned int load_acquire(const unsigned int* p) {
   return v;
 }
 
+// A grid-wide counter not reached after this many clock cycles (~10 s) means a block of the grid
+// never became resident: spin_until traps with an error rather than hang the GPU.
+constexpr long long kGridSpinLimitCycles = 20'000'000'000LL;
+
+// One thread spins until *counter >= target (acquire), or traps past kGridSpinLimitCycles.
+__device__ __forceinline__ void spin_until(const unsigned int* counter, unsigned int target) {
+  const long long start = clock64();
+  while (load_acquire(counter) < target)
+    if (clock64() - start > kGridSpinLimitCycles) __trap();
+}
+
 // A 3-D box of `map` at coordinates (c0 innermost, c1, c2) into shared memory at dst; completes
 // on mbarrier `bar` (whose expected byte count must include the box).
 __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap* map, int c0, int c1,

@@ -15,35 +15,28 @@
 
 namespace braid::cuda {
 
+// An attribute of the current device.
+inline int current_device_attribute(cudaDeviceAttr attr) {
+  int dev = 0, value = 0;
+  BRAID_CUDA_CHECK(cudaGetDevice(&dev));
+  BRAID_CUDA_CHECK(cudaDeviceGetAttribute(&value, attr, dev));
+  return value;
+}
+
 inline int sm_count() {
-  static const int n = [] {
-    int dev = 0, count = 0;
-    BRAID_CUDA_CHECK(cudaGetDevice(&dev));
-    BRAID_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev));
-    return count;
-  }();
+  static const int n = current_device_attribute(cudaDevAttrMultiProcessorCount);
   return n;
 }
 
 // True on compute capability 9.0 or later (cp.async.bulk, transaction barriers).
 inline bool device_is_sm90_or_later() {
-  static const bool yes = [] {
-    int dev = 0, major = 0;
-    BRAID_CUDA_CHECK(cudaGetDevice(&dev));
-    BRAID_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    return major >= 9;
-  }();
+  static const bool yes = current_device_attribute(cudaDevAttrComputeCapabilityMajor) >= 9;
   return yes;
 }
 
 // The dynamic shared memory a block may opt into on the current device.
 inline int smem_optin_limit() {
-  static const int n = [] {
-    int dev = 0, optin = 0;
-    BRAID_CUDA_CHECK(cudaGetDevice(&dev));
-    BRAID_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    return optin;
-  }();
+  static const int n = current_device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin);
   return n;
 }
 
@@ -52,13 +45,8 @@ inline bool device_runs_sm90a() {
 #ifndef BRAID_HAS_SM90A
   return false;
 #else
-  static const bool yes = [] {
-    int dev = 0, major = 0, minor = 0;
-    BRAID_CUDA_CHECK(cudaGetDevice(&dev));
-    BRAID_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    BRAID_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-    return major == 9 && minor == 0;
-  }();
+  static const bool yes = current_device_attribute(cudaDevAttrComputeCapabilityMajor) == 9 &&
+                          current_device_attribute(cudaDevAttrComputeCapabilityMinor) == 0;
   return yes;
 #endif
 }

@@ -72,9 +72,6 @@ constexpr int kDefaultSlots = 8;  // 128 KiB: leaves room on an SM for a decode 
 constexpr int kMaxK = 16384;      // columns of a product: the activation row's shared memory
 constexpr int kVecsPerThread = kMaxK / 8 / kConsumers;  // 16-byte activation loads per thread
 constexpr int kConsumerBarrier = 1;                     // named barrier of the consumer warps
-// A stage boundary that has not come after this many clock cycles (~10 s) means a block never
-// became resident: trap with an error rather than hang the GPU.
-constexpr long long kSpinLimitCycles = 20'000'000'000LL;
 
 using StageOp = ops::ChainStage::Op;
 
@@ -198,10 +195,7 @@ __device__ void produce(const ChainArgs& a, const Ring& ring) {
 // The consumers: wait until `target` blocks have arrived.
 __device__ __forceinline__ void wait_for(const unsigned int* counter, unsigned int target) {
   if (threadIdx.x == 0) {
-    const long long start = clock64();
-    while (hopper::load_acquire(counter) < target) {
-      if (clock64() - start > kSpinLimitCycles) __trap();  // a block never ran: see the top
-    }
+    hopper::spin_until(counter, target);  // traps if a block never ran: see the top
     __threadfence();
   }
   hopper::named_sync(kConsumerBarrier, kConsumers);

@@ -172,14 +172,7 @@ __device__ __forceinline__ uint4 shared16(const void* p, bool pred) {
 // 16 bytes through L2, never a possibly stale L1 line: written by another block of this kernel
 // (the one-launch path's h); zeros when !pred.
 __device__ __forceinline__ uint4 l2_16(const void* p, bool pred) {
-  uint4 v;
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n"
-      " mov.b32 %0, 0; mov.b32 %1, 0; mov.b32 %2, 0; mov.b32 %3, 0;\n"
-      " @p ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];\n}"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p), "r"(static_cast<int>(pred)));
-  return v;
+  return pred ? __ldcg(static_cast<const uint4*>(p)) : make_uint4(0u, 0u, 0u, 0u);
 }
 
 // Where a tile's 16-byte loads come from: its weights (w) and its activations (act).

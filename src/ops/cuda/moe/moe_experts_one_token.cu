@@ -30,11 +30,11 @@ namespace {
 // order: out is bit for bit the two kernels'). The counter is the caller's
 // (MoeExpertsExtras::barrier), zero at the call and left zero.
 constexpr int kOneTokenGroups = kDownWarps / kGateUpWarps;  // gate_up items side by side
-constexpr int kOneTokenMaxSlots = 32;   // routed + shared experts: warp 0 lists them in one pass
+constexpr int kOneTokenMaxSlots = 32;   // routed + shared experts: one lane of warp 1 each
 constexpr int kOneTokenMaxRing = 8;     // gate_up item slots
-// A counter not reached after this many clock cycles (~10 s) means a block never became
-// resident: trap with an error rather than hang the GPU (as gemv_chain does).
-constexpr long long kOneTokenSpinLimit = 20'000'000'000LL;
+// Shared memory kept back from the dynamic allowance: the kernel's static barriers and row
+// pointers (256 bytes), with room.
+constexpr int kOneTokenStaticSmem = 1024;
 
 // A staged row's pitch: its bytes, padded so that rows g and g + 1 fall 64 bytes apart modulo
 // 128 (a quarter-warp's 16-byte loads of two rows then take distinct banks).
@@ -208,9 +208,7 @@ __global__ void __launch_bounds__(kDownWarps * 32, 1) moe_one_token_kernel(const
   if (tid == 0) {
     __threadfence();
     atomicAdd(a.barrier, 1u);
-    const long long start = clock64();
-    while (hopper::load_acquire(a.barrier) < gridDim.x)
-      if (clock64() - start > kOneTokenSpinLimit) __trap();
+    hopper::spin_until(a.barrier, gridDim.x);  // traps if a block never became resident
   }
   __syncthreads();
   // Every block is resident and past its wait: the next kernel may take SMs as they free.
@@ -276,7 +274,7 @@ template <typename T>
 void launch_as(const ExpertArgs& a, size_t smem, cudaStream_t s) {
   const auto kernel = moe_one_token_kernel<T>;
   // Opted in once per device, for the most any call may ask (opt_in keeps the first value).
-  opt_in(kernel, smem_optin_limit() - 1024);
+  opt_in(kernel, smem_optin_limit() - kOneTokenStaticSmem);
   const unsigned grid = static_cast<unsigned>((a.hidden + kTileRows - 1) / kTileRows);
   launch_dependent_if(kProgrammaticGateUp && programmatic_launch_enabled(), kernel, dim3(grid),
                       dim3(kDownWarps * 32), smem, s, a);
@@ -298,8 +296,7 @@ size_t one_token_plan(ExpertArgs& a, bool fp8, DType dtype, bool vec) {
   if (slots > kOneTokenMaxSlots || blocks > sm_count()) return 0;
   const int64_t items = static_cast<int64_t>((a.inter + kGateUpRows - 1) / kGateUpRows) * slots;
   a.items_per_block = static_cast<int>((items + blocks - 1) / blocks);
-  constexpr size_t kStatic = 1024;  // the kernel's own barriers and row pointers, with room
-  const size_t limit = static_cast<size_t>(smem_optin_limit()) - kStatic;
+  const size_t limit = static_cast<size_t>(smem_optin_limit() - kOneTokenStaticSmem);
   for (int ring = std::min(kOneTokenMaxRing, a.items_per_block); ring >= 1; --ring) {
     const size_t bytes = one_token_layout(slots, a.hidden, a.inter, a.ksplit, ring).bytes;
     if (bytes <= limit) {
