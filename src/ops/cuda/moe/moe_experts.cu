@@ -48,7 +48,7 @@
 //    as items after the routed experts; its combine rounds the routed sum, adds the shared sum and
 //    then the residual, each rounded, as forward()'s separate ops did. One launch pair then does
 //    the whole layer after the router: OCR's decoder had 3 more kernels (two GEMVs and an add).
-// 4. One token with fp8 experts, given the caller's counter: both in one launch
+// 4. One token with 16-bit or fp8 experts, given the caller's counter: both in one launch
 //    (moe_experts_one_token.cu), every weight byte through bulk copies into shared memory, bit
 //    for bit the same output.
 //
@@ -606,14 +606,16 @@ Plan plan_for(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_id
 
 }  // namespace
 
-bool moe_experts_takes_one_launch(const Tensor& x, const Tensor& topk_weights,
-                                  const Tensor& topk_ids, const Tensor& gate_up, const Tensor& down,
-                                  const Tensor& gate_up_scale, const Tensor& down_scale,
-                                  const ops::MoeExpertsExtras& extras, const Tensor& workspace,
-                                  const Tensor& out) {
-  return plan_for(x, topk_weights, topk_ids, gate_up, down, gate_up_scale, down_scale, extras,
-                  workspace, out)
-             .one_token_smem != 0;
+MoeExpertsForm moe_experts_form(const Tensor& x, const Tensor& topk_weights,
+                                const Tensor& topk_ids, const Tensor& gate_up, const Tensor& down,
+                                const Tensor& gate_up_scale, const Tensor& down_scale,
+                                const ops::MoeExpertsExtras& extras, const Tensor& workspace,
+                                const Tensor& out) {
+  const Plan plan = plan_for(x, topk_weights, topk_ids, gate_up, down, gate_up_scale, down_scale,
+                             extras, workspace, out);
+  if (plan.one_token_smem == 0) return MoeExpertsForm::two_kernels;
+  return plan.a.down_per_entry == 0 ? MoeExpertsForm::one_launch_staged_down
+                                    : MoeExpertsForm::one_launch_ring_down;
 }
 
 void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
@@ -625,7 +627,7 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
   const ExpertArgs& a = plan.a;
   const bool vec_h = plan.vec_h, vec_i = plan.vec_i, fp8 = gate_up.dtype == DType::f8e4m3;
   auto s = static_cast<cudaStream_t>(stream.handle);
-  if (plan.one_token_smem != 0) return launch_one_token(a, plan.one_token_smem, x.dtype, s);
+  if (plan.one_token_smem != 0) return launch_one_token(a, plan.one_token_smem, x.dtype, fp8, s);
   dispatch_float_type(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     auto go = [&](auto nt, auto fp8_tag) {

@@ -88,10 +88,12 @@ struct ExpertArgs {
   // stage_bytes(NT) at the start of the dynamic shared memory (warp_stage_bytes).
   bool quantized;
   // The one-launch path at one token (moe_one_token_kernel): the grid's counter, the gate_up
-  // items each block takes and its ring's slots.
+  // items each block takes, its ring's slots, and where its down rows go: 0, a stage of their own;
+  // else through the ring after the gate_up items, this many experts' rows an entry.
   unsigned int* barrier;
   int items_per_block;
   int ring_slots;
+  int down_per_entry;
 };
 
 // A warp's stage in the dynamic shared memory: stage_bytes(NT) when quantized, else none.
@@ -651,10 +653,10 @@ __device__ __forceinline__ float rounded(float v) {
 }
 
 // The one-launch path (moe_experts_one_token.cu). one_token_plan: for these arguments, sets
-// a.items_per_block and a.ring_slots and returns the kernel's dynamic shared memory, or returns 0
+// a.items_per_block, a.ring_slots and a.down_per_entry and returns the kernel's dynamic shared memory, or returns 0
 // where the path does not apply (then the two kernels run). launch_one_token: the kernel, with
-// x's dtype (f16 or bf16).
+// x's dtype (f16 or bf16) and the weights' format.
 size_t one_token_plan(ExpertArgs& a, bool fp8, DType dtype, bool vec);
-void launch_one_token(const ExpertArgs& a, size_t smem, DType dtype, cudaStream_t s);
+void launch_one_token(const ExpertArgs& a, size_t smem, DType dtype, bool fp8, cudaStream_t s);
 
 }  // namespace braid::cuda::moe_experts_device
