@@ -30,14 +30,25 @@ namespace {
 //     fit beside the ring (fp8 Qwen3-30B-A3B-FP8: 106 KB), else (16-bit experts) as the ring's
 //     entries after the gate_up items, a few experts' rows an entry, arriving while the last
 //     items are computed and the grid meets.
-// Four groups of four warps compute the items from shared memory with the gate_up kernel's warp
-// slices, sums and roundings (the same h bits), the blocks meet at a grid-wide counter, and each
+// Up to four groups of four warps compute the items from shared memory with the gate_up kernel's
+// warp slices, sums and roundings (the same h bits), the blocks meet at a grid-wide counter, and each
 // block runs the down kernel's items and combine over its staged rows (the same sums in the same
 // order: out is bit for bit the two kernels'). The counter is the caller's
 // (MoeExpertsExtras::barrier), zero at the call and left zero.
 constexpr int kOneTokenGroups = kDownWarps / kGateUpWarps;  // gate_up items side by side
 constexpr int kOneTokenMaxSlots = 32;   // routed + shared experts: one lane of warp 1 each
 constexpr int kOneTokenMaxRing = 8;     // ring entries
+// The groups that take gate_up items: one per ring entry up to four, and the ring a multiple of
+// them (one_token_ring), so that each entry belongs to one group. A group then reads its entries
+// in order and refills each one itself, so when it waits for an entry, the entry before it in that
+// place has been read and its barrier phase is complete: a group can never be two phases ahead of
+// a barrier, where a parity wait would pass at once on the older phase.
+__host__ __device__ inline int one_token_groups(int ring) {
+  return ring < kOneTokenGroups ? ring : kOneTokenGroups;
+}
+inline int one_token_ring(int ring) {
+  return ring > kOneTokenGroups ? ring - ring % kOneTokenGroups : ring;
+}
 // Shared memory kept back from the dynamic allowance: the kernel's static barriers and row
 // pointers (256 bytes), with room.
 constexpr int kOneTokenStaticSmem = 1024;
@@ -197,9 +208,11 @@ __global__ void __launch_bounds__(kDownWarps * 32, 1) moe_one_token_kernel(const
                         down_row<W>(a, e, n0 + r), row_bytes, hopper::smem_u32(&staged));
   }
 
-  // gate_up: group grp's four warps take the block's items grp, grp + 4, ... from the ring, with
-  // the gate_up kernel's warp slices of H (fp8: whole scale blocks), partial sums and roundings.
+  // gate_up: group grp's four warps take the block's items grp, grp + groups, ... from the ring
+  // (entries of their own: one_token_groups), with the gate_up kernel's warp slices of H (fp8:
+  // whole scale blocks), partial sums and roundings.
   {
+    const int groups = one_token_groups(ring);
     const int grp = warp / kGateUpWarps, w4 = warp % kGateUpWarps;
     constexpr int kUnit = kFp8 ? kFp8Block : kStepCols;
     const int units = (a.hidden + kUnit - 1) / kUnit;
@@ -208,7 +221,7 @@ __global__ void __launch_bounds__(kDownWarps * 32, 1) moe_one_token_kernel(const
     float* partial = gate_partial + grp * kGateUpWarps * kTileRows;  // [w4][16 rows]
     if (lane == 0) act_rows[warp] = static_cast<const T*>(a.x);
     __syncwarp();
-    for (int i = grp; i < mine; i += kOneTokenGroups) {
+    for (int i = grp; i < mine && grp < groups; i += groups) {
       const int64_t item = first + i;
       const int chunk = static_cast<int>(item / slots), slot = static_cast<int>(item % slots);
       const int e = one_token_expert(a, slot);
@@ -240,8 +253,9 @@ __global__ void __launch_bounds__(kDownWarps * 32, 1) moe_one_token_kernel(const
       }
       hopper::named_sync(1 + grp, kGateUpWarps * 32);  // the entry read, the partials written
       if (w4 == 1 && lane == 0 && i + ring < entries) {
-        // The entry ring places on. The reads of this one were generic-proxy loads ordered
-        // before the barrier above; the bulk copy writes through the async proxy.
+        // The entry ring places on (this group's next in this place, or a down entry). The reads
+        // of this one were generic-proxy loads ordered before the barrier above; the bulk copy
+        // writes through the async proxy.
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         fill(i + ring);
       }
@@ -389,7 +403,8 @@ size_t one_token_plan(ExpertArgs& a, bool fp8, DType dtype, bool vec) {
   a.items_per_block = static_cast<int>((items + blocks - 1) / blocks);
   const size_t limit = static_cast<size_t>(smem_optin_limit() - kOneTokenStaticSmem);
   if (!down_through_ring_forced())
-    for (int ring = std::min(kOneTokenMaxRing, a.items_per_block); ring >= 1; --ring) {
+    for (int r = std::min(kOneTokenMaxRing, a.items_per_block); r >= 1; --r) {
+      const int ring = one_token_ring(r);
       const OneTokenLayout l = one_token_layout(slots, a.hidden, a.inter, elem, a.ksplit, ring, 0);
       if (l.bytes <= limit) {
         a.ring_slots = ring;
@@ -402,7 +417,8 @@ size_t one_token_plan(ExpertArgs& a, bool fp8, DType dtype, bool vec) {
   const size_t item = static_cast<size_t>(kTileRows) * one.gate_pitch;
   const int per_entry = std::max(1, static_cast<int>(std::min<size_t>(item / one.expert_down, slots)));
   const int packs = (slots + per_entry - 1) / per_entry;
-  for (int ring = std::min(kOneTokenMaxRing, a.items_per_block + packs); ring >= 2; --ring) {
+  for (int r = std::min(kOneTokenMaxRing, a.items_per_block + packs); r >= 2; --r) {
+    const int ring = one_token_ring(r);
     const OneTokenLayout l =
         one_token_layout(slots, a.hidden, a.inter, elem, a.ksplit, ring, per_entry);
     if (l.bytes <= limit) {
