@@ -625,23 +625,10 @@ void moe_fp8_block_scale(const Tensor& routing_logits, const Tensor& routing_bia
 //   out[t] = to_dtype(residual[t] + moe), or moe without a residual
 // (forward()'s order: residual + (routed + shared), each sum rounded). out may be residual (in
 // place) or x; the workspace is then [T * (k + S / I), I].
-//
-// One launch at one token (MoeExpertsExtras::barrier): on CUDA (compute 9.0+), with T = 1, fp8
-// experts, exact products, aligned rows and a block's down rows within an SM's shared memory
-// (Qwen3-30B-A3B-FP8), the layer runs as one kernel whose blocks, one per 16 rows of H, copy
-// their share of the gate_up rows and their down rows into shared memory from the start and meet
-// at a grid-wide counter between the two (docs/perf/decode.md); the results are the two kernels'
-// bit for bit. Its blocks wait on each other: while another kernel holds SMs for its whole run
-// it may not get them all, and a counter not reached within ~10 s stops it with a CUDA error
-// rather than hang. Without the counter, and elsewhere, the two kernels run. (forward() passes
-// the counter when BRAID_MOE_ONE_TOKEN=1.)
-//   barrier  [1] i32 on x's device, zero at the call; the kernel leaves it zero. Calls that may
-//            run at the same time (programmatic launch) need a counter each. Ignored on the CPU.
 struct MoeExpertsExtras {
   Weight shared_gate_up, shared_down;  // undefined: no shared experts
   Tensor residual;                     // undefined: out = moe
   bool quantize_activations = false;   // fp8 weights: the routed experts' x and h quantized (above)
-  Tensor barrier;                      // undefined: the two kernels at one token too
 };
 void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
                  const Tensor& gate_up, const Tensor& down, const Tensor& workspace,

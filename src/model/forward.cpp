@@ -71,17 +71,6 @@ bool fp8_experts_quantized() {
   return quantized;
 }
 
-// moe_experts' one launch at one token (MoeExpertsExtras::barrier; the op takes it where it can:
-// Qwen3-30B-A3B-FP8's layers). Off unless BRAID_MOE_ONE_TOKEN=1: its current version has not run
-// on a GPU yet (docs/perf/decode.md, session 13).
-bool moe_one_launch() {
-  static const bool on = [] {
-    const char* v = std::getenv("BRAID_MOE_ONE_TOKEN");
-    return v != nullptr && std::strcmp(v, "1") == 0;
-  }();
-  return on;
-}
-
 // Heads `heads` wide starting at column col0 of a packed [n, width] tensor, as [n, heads, hd].
 Tensor heads_view(const Tensor& packed, int64_t n, int64_t col0, int64_t heads, int64_t hd) {
   Tensor v = packed.slice(0, 0, n).slice(1, col0, col0 + heads * hd);
@@ -316,10 +305,8 @@ Workspace::Workspace(const ModelConfig& c, int T, Device d, DType t, int64_t dec
         std::max<int64_t>(ops::attention_decode_counters(batch, c.num_heads, c.num_kv_heads), 1), d);
   }
   if (decode_kv_capacity > 0) {
-    // gemv_chain's, one per layer (a layer's chain may start before the one before has ended),
-    // and moe_experts' one-token launch's, likewise.
+    // gemv_chain's, one per layer (a layer's chain may start before the one before has ended).
     chain_counters = zeroed_counters(c.num_layers, d);
-    moe_counters = zeroed_counters(c.num_layers, d);
   }
   if (gather_tokens > 0 && !c.mla()) {
     gathered_k = OwnedTensor(t, {gather_tokens, c.num_kv_heads, c.head_dim}, d);
@@ -517,8 +504,6 @@ void forward(const ModelConfig& c, const Weights& w, engine::KVCache& cache, Wor
         }
         if (!tp) extras.residual = residual;
         extras.quantize_activations = lw.experts_gate_up.dtype == DType::f8e4m3 && fp8_experts_quantized();
-        if (moe_one_launch() && ws.moe_counters.view().ndim != 0)
-          extras.barrier = ws.moe_counters.view().slice(0, l, l + 1);
         // fp8 experts with their block scales (undefined for 16-bit experts).
         ops::moe_experts(normed, topk_w, topk_ids, lw.experts_gate_up, lw.experts_down, hidden,
                          tp ? proj : residual, lw.experts_gate_up_scale, lw.experts_down_scale,

@@ -47,7 +47,6 @@ struct Workspace {
   OwnedTensor decode_attention;  // f32 scratch of attention_decode
   OwnedTensor decode_counters;   // its i32 counters (attention_decode_counters), zero between calls
   OwnedTensor chain_counters;    // [num_layers] i32: gemv_chain's, zero between calls
-  OwnedTensor moe_counters;      // [num_layers] i32: moe_experts' one-token launch, zero between calls
   OwnedTensor gathered_k, gathered_v;  // [gather_tokens, kv_heads, head_dim]: paged_kv_gather's
 
   // Whether a step of n tokens runs the grouped MoE path (16-bit or fp8) rather than the GEMV

@@ -89,15 +89,6 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
                  const Tensor& down_scale, const ops::MoeExpertsExtras& extras,
                  const Tensor& workspace,
                  const Tensor& out, Stream stream);
-// How moe_experts with these arguments runs the layer: two kernels, or one launch (one token,
-// the counter given, ...: moe_experts_one_token.cu) with its down rows in a stage of their own or
-// through its ring; for the tests that compare the forms.
-enum class MoeExpertsForm { two_kernels, one_launch_staged_down, one_launch_ring_down };
-MoeExpertsForm moe_experts_form(const Tensor& x, const Tensor& topk_weights,
-                                const Tensor& topk_ids, const Tensor& gate_up, const Tensor& down,
-                                const Tensor& gate_up_scale, const Tensor& down_scale,
-                                const ops::MoeExpertsExtras& extras, const Tensor& workspace,
-                                const Tensor& out);
 void moe_grouped_gemm(const Tensor& x, const Tensor& w, const Tensor& expert_offsets,
                       ops::MoeActivation activation, const Tensor& y, Stream stream);
 void moe_permute(const Tensor& topk_ids, int num_experts, const Tensor& expert_offsets,

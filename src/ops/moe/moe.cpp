@@ -182,11 +182,6 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
     check::rows(op, "residual", extras.residual);
   }
 
-  if (extras.barrier.data) {
-    check::dtype_eq(op, "barrier", extras.barrier, DType::i32);
-    check::shape_eq(op, "barrier", extras.barrier, {1});
-  }
-
   check::dtype_eq(op, "workspace", workspace, DType::f32);
   check::shape_eq(op, "workspace", workspace, {tokens * (k + shared), inter});
   check::contiguous(op, "workspace", workspace);
@@ -207,8 +202,7 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
                                        {"shared_gate_up scale", &extras.shared_gate_up.scale},
                                        {"shared_down", &extras.shared_down.w},
                                        {"shared_down scale", &extras.shared_down.scale},
-                                       {"residual", &extras.residual},
-                                       {"barrier", &extras.barrier}});
+                                       {"residual", &extras.residual}});
   if (fp8 && dev.is_cuda() && x.dtype == DType::f32)
     check::fail(ErrorKind::unsupported, op, "x",
                 "f16 or bf16 activations with fp8 weights on CUDA (the kernels' tensor-core path)",

@@ -48,9 +48,6 @@
 //    as items after the routed experts; its combine rounds the routed sum, adds the shared sum and
 //    then the residual, each rounded, as forward()'s separate ops did. One launch pair then does
 //    the whole layer after the router: OCR's decoder had 3 more kernels (two GEMVs and an add).
-// 4. One token with 16-bit or fp8 experts, given the caller's counter: both in one launch
-//    (moe_experts_one_token.cu), every weight byte through bulk copies into shared memory, bit
-//    for bit the same output.
 //
 // Both launches are programmatic dependents (PDL) of the kernel before them, to hide the gap
 // between kernels. gate_up touches no global memory before griddepcontrol.wait, then lets the
@@ -528,12 +525,10 @@ void launch(const ExpertArgs& a, cudaStream_t s) {
                 kProgrammaticDown, a);
 }
 
-// The kernels' arguments and choices for one call: both kernels' launch shape, or the one-launch
-// path's shared memory (one_token_smem != 0).
+// The kernels' arguments and choices for one call.
 struct Plan {
   ExpertArgs a;
   bool vec_h, vec_i, two_tiles;
-  size_t one_token_smem;
 };
 
 Plan plan_for(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
@@ -599,24 +594,10 @@ Plan plan_for(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_id
   // Tokens per tile: 8 covers every expert's tokens when T <= 8 (ids distinct per token).
   plan.two_tiles = a.tokens > 8;
   a.quantized = fp8 && extras.quantize_activations;
-  a.barrier = static_cast<unsigned int*>(extras.barrier.data);
-  plan.one_token_smem = one_token_plan(a, fp8, x.dtype, plan.vec_h && plan.vec_i);
   return plan;
 }
 
 }  // namespace
-
-MoeExpertsForm moe_experts_form(const Tensor& x, const Tensor& topk_weights,
-                                const Tensor& topk_ids, const Tensor& gate_up, const Tensor& down,
-                                const Tensor& gate_up_scale, const Tensor& down_scale,
-                                const ops::MoeExpertsExtras& extras, const Tensor& workspace,
-                                const Tensor& out) {
-  const Plan plan = plan_for(x, topk_weights, topk_ids, gate_up, down, gate_up_scale, down_scale,
-                             extras, workspace, out);
-  if (plan.one_token_smem == 0) return MoeExpertsForm::two_kernels;
-  return plan.a.down_per_entry == 0 ? MoeExpertsForm::one_launch_staged_down
-                                    : MoeExpertsForm::one_launch_ring_down;
-}
 
 void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
                  const Tensor& gate_up, const Tensor& down, const Tensor& gate_up_scale,
@@ -627,7 +608,6 @@ void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk
   const ExpertArgs& a = plan.a;
   const bool vec_h = plan.vec_h, vec_i = plan.vec_i, fp8 = gate_up.dtype == DType::f8e4m3;
   auto s = static_cast<cudaStream_t>(stream.handle);
-  if (plan.one_token_smem != 0) return launch_one_token(a, plan.one_token_smem, x.dtype, fp8, s);
   dispatch_float_type(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     auto go = [&](auto nt, auto fp8_tag) {

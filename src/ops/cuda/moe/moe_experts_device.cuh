@@ -1,9 +1,8 @@
-// The device side of moe_experts' kernels, shared by moe_experts.cu (gate_up and down, the two
-// kernels of any batch) and moe_experts_one_token.cu (the whole layer in one launch at one
-// token): their arguments, the 16-byte loads and where they come from, one warp's tile of
-// weights times activations (16-bit and fp8 weights on the tensor cores, fp8 with quantized
-// activations, f32 on the CUDA cores), the expert bitmaps, and where an expert's rows are.
-// moe_experts.cu's header says why the kernels are shaped as they are.
+// The device side of moe_experts' two kernels (moe_experts.cu: gate_up and down, at any batch):
+// their arguments, the 16-byte loads, one warp's tile of weights times activations (16-bit and
+// fp8 weights on the tensor cores, fp8 with quantized activations, f32 on the CUDA cores), the
+// expert bitmaps, and where an expert's rows are. moe_experts.cu's header says why the kernels
+// are shaped as they are.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -14,7 +13,6 @@
 #include "braid/tensor.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/gemv/gemv_device.cuh"
-#include "ops/cuda/hopper.cuh"
 #include "ops/cuda/moe/fp8_codes.cuh"
 #include "ops/cuda/pdl.cuh"
 
@@ -87,13 +85,6 @@ struct ExpertArgs {
   // fp8 weights: the activations quantized (moe_experts.cu's header); each warp then has a stage of
   // stage_bytes(NT) at the start of the dynamic shared memory (warp_stage_bytes).
   bool quantized;
-  // The one-launch path at one token (moe_one_token_kernel): the grid's counter, the gate_up
-  // items each block takes, its ring's slots, and where its down rows go: 0, a stage of their own;
-  // else through the ring after the gate_up items, this many experts' rows an entry.
-  unsigned int* barrier;
-  int items_per_block;
-  int ring_slots;
-  int down_per_entry;
 };
 
 // A warp's stage in the dynamic shared memory: stage_bytes(NT) when quantized, else none.
@@ -161,36 +152,6 @@ __device__ __forceinline__ uint4 cached16(const void* p, bool pred) {
   return v;
 }
 
-// 16 bytes of a tile staged in shared memory (the one-launch path's down rows); zeros when !pred.
-__device__ __forceinline__ uint4 shared16(const void* p, bool pred) {
-  uint4 v = make_uint4(0u, 0u, 0u, 0u);
-  if (pred)
-    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "r"(hopper::smem_u32(p)));
-  return v;
-}
-
-// 16 bytes through L2, never a possibly stale L1 line: written by another block of this kernel
-// (the one-launch path's h); zeros when !pred.
-__device__ __forceinline__ uint4 l2_16(const void* p, bool pred) {
-  return pred ? __ldcg(static_cast<const uint4*>(p)) : make_uint4(0u, 0u, 0u, 0u);
-}
-
-// Where a tile's 16-byte loads come from: its weights (w) and its activations (act).
-struct FromDram {  // both kernels: weights streamed from DRAM, x or h (from the grid before) via L1
-  static __device__ __forceinline__ uint4 w(const void* p, bool pred, uint64_t policy) {
-    return stream16(p, pred, policy);
-  }
-  static __device__ __forceinline__ uint4 act(const void* p, bool pred) { return cached16(p, pred); }
-};
-struct FromStage {  // the one-launch path's down: rows in shared memory, h from this grid via L2
-  static __device__ __forceinline__ uint4 w(const void* p, bool pred, uint64_t) {
-    return shared16(p, pred);
-  }
-  static __device__ __forceinline__ uint4 act(const void* p, bool pred) { return l2_16(p, pred); }
-};
-
 template <typename T>
 __device__ __forceinline__ uint32_t bits16(T v) {
   if constexpr (std::is_same_v<T, __half>)
@@ -213,10 +174,10 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
 
 // Elements [c, c + 8) of a 16-bit row, zeros past `limit` or when !pred. kVec: one 16-byte load
 // (c a multiple of 8 and the row 16-byte aligned, so a chunk is all in or all out).
-template <typename T, bool kVec, bool kStream, class Src = FromDram>
+template <typename T, bool kVec, bool kStream>
 __device__ __forceinline__ uint4 load8(const T* row, int c, int limit, bool pred, uint64_t policy) {
   if constexpr (kVec) {
-    return kStream ? Src::w(row + c, pred, policy) : Src::act(row + c, pred);
+    return kStream ? stream16(row + c, pred, policy) : cached16(row + c, pred);
   } else {
     uint32_t e[8];
 #pragma unroll
@@ -243,10 +204,10 @@ __device__ __forceinline__ float4 load4(const float* row, int c, int limit, bool
 
 // 16 fp8 weights [c, c + 16) of a row, streamed as stream16 (kVec: 16-byte aligned), or byte by
 // byte. Zeros when !pred (a step is all in or all out: slices are whole 128-column blocks).
-template <bool kVec, class Src = FromDram>
+template <bool kVec>
 __device__ __forceinline__ uint4 load16_fp8(const uint8_t* row, int c, bool pred, uint64_t policy) {
   if constexpr (kVec) {
-    return Src::w(row + c, pred, policy);
+    return stream16(row + c, pred, policy);
   } else {
     uint32_t w[4] = {0u, 0u, 0u, 0u};
     if (pred)
@@ -266,7 +227,7 @@ __device__ __forceinline__ uint4 load16_fp8(const uint8_t* row, int c, bool pred
 // f16/bf16 weights on the tensor cores. Lane (g, t) loads columns [c, c + 8), c = 32 s + 8 t, of
 // A rows g and g + 8 and of token g (and g + 8 for the second n-tile): elements 0-3 are the first
 // mma's logical k {2t, 2t+1, 2t+8, 2t+9}, elements 4-7 the second's. B is x or h (both T).
-template <typename T, int NT, bool kVec, class Src = FromDram>
+template <typename T, int NT, bool kVec>
 __device__ __forceinline__ void warp_tile_mma(const T* a_lo, bool lo_ok, const T* a_hi, bool hi_ok,
                                               const T* const* b_rows, int nb, int k0, int k1,
                                               uint64_t policy, LateWait& gate, float (&c)[NT][4]) {
@@ -287,8 +248,8 @@ __device__ __forceinline__ void warp_tile_mma(const T* a_lo, bool lo_ok, const T
     for (int u = 0; u < U; ++u) {
       const int col = base + u * kStepCols + t * 8;
       const bool in = col < k1;
-      wl[u] = load8<T, kVec, true, Src>(a_lo, col, k1, in && lo_ok, policy);
-      wh[u] = load8<T, kVec, true, Src>(a_hi, col, k1, in && hi_ok, policy);
+      wl[u] = load8<T, kVec, true>(a_lo, col, k1, in && lo_ok, policy);
+      wh[u] = load8<T, kVec, true>(a_hi, col, k1, in && hi_ok, policy);
     }
     gate.pass();
 #pragma unroll
@@ -297,7 +258,7 @@ __device__ __forceinline__ void warp_tile_mma(const T* a_lo, bool lo_ok, const T
       const bool in = col < k1;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-        const uint4 xb = load8<T, kVec, false, Src>(b[nt], col, k1, in && b_ok[nt], policy);
+        const uint4 xb = load8<T, kVec, false>(b[nt], col, k1, in && b_ok[nt], policy);
         gemv_device::mma<T>(c[nt], wl[u].x, wh[u].x, wl[u].y, wh[u].y, xb.x, xb.y);
         gemv_device::mma<T>(c[nt], wl[u].z, wh[u].z, wl[u].w, wh[u].w, xb.z, xb.w);
       }
@@ -358,21 +319,20 @@ __device__ __forceinline__ void warp_tile_f32(const float* a_lo, bool lo_ok, con
   }
 }
 
-template <typename T, int NT, bool kVec, class Src = FromDram>
+template <typename T, int NT, bool kVec>
 __device__ __forceinline__ void warp_tile(const T* a_lo, bool lo_ok, const T* a_hi, bool hi_ok,
                                           const T* const* b_rows, int nb, int k0, int k1,
                                           uint64_t policy, LateWait& gate, float (&c)[NT][4]) {
   if constexpr (std::is_same_v<T, float>) {
-    static_assert(std::is_same_v<Src, FromDram>, "f32 tiles stream from DRAM only");
     warp_tile_f32<NT, kVec>(a_lo, lo_ok, a_hi, hi_ok, b_rows, nb, k0, k1, policy, gate, c);
   } else {
-    warp_tile_mma<T, NT, kVec, Src>(a_lo, lo_ok, a_hi, hi_ok, b_rows, nb, k0, k1, policy, gate, c);
+    warp_tile_mma<T, NT, kVec>(a_lo, lo_ok, a_hi, hi_ok, b_rows, nb, k0, k1, policy, gate, c);
   }
 }
 
 // One group of U fp8 steps of a warp tile's two rows (lane t's 16 bytes of rows g and g + 8 at
 // 64 s + 16 t, zeros past k1 or for a missing row) and their 128-column blocks' scales (0 past k1).
-template <int U, bool kVec, class Src = FromDram>
+template <int U, bool kVec>
 __device__ __forceinline__ void load_fp8_group(const uint8_t* a_lo, bool lo_ok, const uint8_t* a_hi,
                                                bool hi_ok, const float* s_lo, const float* s_hi,
                                                int base, int k1, uint64_t policy, uint4 (&wl)[U],
@@ -383,8 +343,8 @@ __device__ __forceinline__ void load_fp8_group(const uint8_t* a_lo, bool lo_ok, 
   for (int u = 0; u < U; ++u) {
     const int step = base + u * kFp8StepCols;
     const bool in = step < k1;
-    wl[u] = load16_fp8<kVec, Src>(a_lo, step + t * 16, in && lo_ok, policy);
-    wh[u] = load16_fp8<kVec, Src>(a_hi, step + t * 16, in && hi_ok, policy);
+    wl[u] = load16_fp8<kVec>(a_lo, step + t * 16, in && lo_ok, policy);
+    wh[u] = load16_fp8<kVec>(a_hi, step + t * 16, in && hi_ok, policy);
     if (u % kFp8StepsPerBlock == 0) {
       sl[u / kFp8StepsPerBlock] = in ? __ldg(s_lo + step / kFp8Block) : 0.0f;
       sh[u / kFp8StepsPerBlock] = in ? __ldg(s_hi + step / kFp8Block) : 0.0f;
@@ -401,7 +361,7 @@ __device__ __forceinline__ void load_fp8_group(const uint8_t* a_lo, bool lo_ok, 
 // on c[..][0..1], row g + 8's on c[..][2..3] (gate_up's tile holds gate rows and up rows, which
 // lie in different 128-row blocks). s_lo / s_hi: the scale rows of rows g's and g + 8's 128-row
 // blocks, indexed by 128-column block.
-template <typename T, int NT, bool kVec, class Src = FromDram>
+template <typename T, int NT, bool kVec>
 __device__ __forceinline__ void warp_tile_fp8(const uint8_t* a_lo, bool lo_ok, const uint8_t* a_hi,
                                               bool hi_ok, const float* s_lo, const float* s_hi,
                                               const T* const* b_rows, int nb, int k0, int k1,
@@ -423,7 +383,7 @@ __device__ __forceinline__ void warp_tile_fp8(const uint8_t* a_lo, bool lo_ok, c
     // The weight loads and the blocks' scales first; the activations step by step.
     uint4 wl[U], wh[U];
     float sl[kBlocks], sh[kBlocks];
-    load_fp8_group<U, kVec, Src>(a_lo, lo_ok, a_hi, hi_ok, s_lo, s_hi, base, k1, policy, wl, wh, sl, sh);
+    load_fp8_group<U, kVec>(a_lo, lo_ok, a_hi, hi_ok, s_lo, s_hi, base, k1, policy, wl, wh, sl, sh);
     gate.pass();
 #pragma unroll
     for (int blk = 0; blk < kBlocks; ++blk) {
@@ -441,7 +401,7 @@ __device__ __forceinline__ void warp_tile_fp8(const uint8_t* a_lo, bool lo_ok, c
                                                            : make_uint2(wh[u].z, wh[u].w));
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) {
-            const uint4 xb = load8<T, kVec, false, Src>(b[nt], col + 8 * h, k1, in && b_ok[nt], policy);
+            const uint4 xb = load8<T, kVec, false>(b[nt], col + 8 * h, k1, in && b_ok[nt], policy);
             gemv_device::mma<T>(part[nt], lo.x, hi.x, lo.y, hi.y, xb.x, xb.y);
             gemv_device::mma<T>(part[nt], lo.z, hi.z, lo.w, hi.w, xb.z, xb.w);
           }
@@ -645,18 +605,10 @@ __device__ __forceinline__ const float* down_scale_row(const ExpertArgs& a, int 
   return a.shared_down_scale + static_cast<int64_t>(n / kFp8Block) * a.shared * ib + j * ib;
 }
 
-
 // v rounded to T, as a float (the identity for f32).
 template <typename T>
 __device__ __forceinline__ float rounded(float v) {
   return to_float(from_float<T>(v));
 }
-
-// The one-launch path (moe_experts_one_token.cu). one_token_plan: for these arguments, sets
-// a.items_per_block, a.ring_slots and a.down_per_entry and returns the kernel's dynamic shared memory, or returns 0
-// where the path does not apply (then the two kernels run). launch_one_token: the kernel, with
-// x's dtype (f16 or bf16) and the weights' format.
-size_t one_token_plan(ExpertArgs& a, bool fp8, DType dtype, bool vec);
-void launch_one_token(const ExpertArgs& a, size_t smem, DType dtype, bool fp8, cudaStream_t s);
 
 }  // namespace braid::cuda::moe_experts_device
