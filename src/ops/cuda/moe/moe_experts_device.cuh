@@ -160,18 +160,6 @@ __device__ __forceinline__ uint32_t bits16(T v) {
     return __bfloat16_as_ushort(v);
 }
 
-// Two floats as a packed pair of T (lo in the low half). Exact for h, which is T-rounded.
-template <typename T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  if constexpr (std::is_same_v<T, __half>) {
-    const __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&v);
-  } else {
-    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&v);
-  }
-}
-
 // Elements [c, c + 8) of a 16-bit row, zeros past `limit` or when !pred. kVec: one 16-byte load
 // (c a multiple of 8 and the row 16-byte aligned, so a chunk is all in or all out).
 template <typename T, bool kVec, bool kStream>
