@@ -145,6 +145,7 @@ _PROTOTYPES = {
     "braid_paged_kv_gather": (ctypes.c_int, [_T, _T, _T, _T, _T, _T, _T, _S]),
     "braid_moe_route_topk_softmax": (ctypes.c_int, [_T, ctypes.c_int, ctypes.c_int, _T, _T, _S]),
     "braid_moe_experts": (ctypes.c_int, [_T, _T, _T, _T, _T, _T, _T, _S]),
+    "braid_moe_experts_ex": (ctypes.c_int, [_T] * 14 + [_S]),
     "braid_moe_route_grouped": (
         ctypes.c_int,
         [_T, _T, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_float, _T, _T, _S],

@@ -63,8 +63,9 @@ class _Call:
     """One library call: builds the descriptors (keeping them alive), picks the stream and the
     CUDA device, and turns a non-OK status into BraidError."""
 
-    def __init__(self, op, stream=None):
-        self.op = op
+    def __init__(self, op, stream=None, function_name=None):
+        self.op = op  # what errors name
+        self.function_name = function_name or "braid_" + op  # the C function run() calls
         self.stream = stream
         self.descriptors = []
 
@@ -77,7 +78,7 @@ class _Call:
         return None if value is None else self.tensor(arg, value, writable)
 
     def run(self, *args):
-        fn = function("braid_" + self.op)
+        fn = function(self.function_name)
         cuda = next((d.cuda_device for d in self.descriptors if d.cuda_device is not None), None)
         torch = sys.modules.get("torch")
         if cuda is None:
@@ -835,26 +836,63 @@ def moe_grouped_gemm_fp8(x, x_scale, w, w_scale, expert_offsets, activation="non
 
 
 def moe_experts(x, topk_weights, topk_ids, gate_up, down, workspace=None, out=None, *,
-                stream=None):
+                gate_up_scale=None, down_scale=None, shared_gate_up=None, shared_down=None,
+                shared_gate_up_scale=None, shared_down_scale=None, residual=None, stream=None):
     """Experts with a SwiGLU MLP each, combined with the routing weights: for each token t,
     out[t] = sum_j topk_weights[t, j] * down[e] @ (silu(gate[e] @ x[t]) * (up[e] @ x[t])),
     e = topk_ids[t, j] (g, u and h rounded to x's dtype, as the dense MLP rounds them).
     x [T, H] f32/f16/bf16; topk_weights [T, k] f32; topk_ids [T, k] i32, each in [0, E)
     (an error on the CPU; on CUDA a bad id contributes nothing); gate_up [E, 2*I, H] (per expert
-    I gate rows then I up rows); down [E, H, I]; workspace [T*k, I] f32 scratch and out [T, H]
-    (may be x), each allocated when None (a preallocated workspace keeps the call free of
-    allocations, e.g. for CUDA-graph capture). Returns out."""
+    I gate rows then I up rows); down [E, H, I]; out [T, H] x's dtype (may be x, or the
+    residual below). workspace (f32 scratch, [T * (k + S / I), I] with S = 0 without shared
+    experts) and out are allocated when None (a preallocated workspace keeps the call free of
+    allocations, e.g. for CUDA-graph capture). Returns out.
+
+    The rest, all optional (include/braid/ops.h, moe_experts, states the arithmetic):
+    - fp8 experts: gate_up and down hold e4m3 codes (torch float8_e4m3fn, or uint8 arrays) and
+      gate_up_scale [E, 2*I/128, H/128], down_scale [E, H/128, I/128] float32 their 128 x 128
+      block scales (a weight is its code's value times its block's scale); both or neither.
+    - shared experts (DeepSeek's), run on every token: shared_gate_up [2*S, H] and shared_down
+      [H, S], S a multiple of I, in the routed experts' format (with shared_*_scale when fp8,
+      [2*S/128, H/128] and [H/128, S/128]).
+    - residual [T, H] x's dtype: out = residual + (routed + shared), each sum rounded to x's
+      dtype (a decoder layer's MoE block and its residual add in one call)."""
+    op = "moe_experts"
+    fp8 = gate_up_scale is not None or down_scale is not None
+    extended = fp8 or residual is not None or any(
+        v is not None for v in (shared_gate_up, shared_down, shared_gate_up_scale,
+                                shared_down_scale))
     if workspace is None:
-        _need_dims("moe_experts", "topk_ids", topk_ids, 2)
-        _need_dims("moe_experts", "down", down, 3)
-        pairs = _shape(topk_ids)[0] * _shape(topk_ids)[1]
-        workspace = _convert.empty(x, (pairs, _shape(down)[2]), "f32")
+        _need_dims(op, "topk_ids", topk_ids, 2)
+        _need_dims(op, "down", down, 3)
+        inter = _shape(down)[2]
+        rows = _shape(topk_ids)[0] * _shape(topk_ids)[1]
+        if shared_down is not None:
+            _need_dims(op, "shared_down", shared_down, 2)
+            rows += _shape(topk_ids)[0] * (_shape(shared_down)[1] // max(inter, 1))
+        workspace = _convert.empty(x, (rows, inter), "f32")
     if out is None:
-        _need_dims("moe_experts", "x", x, 0)
-        out = _convert.empty(x, _shape(x), _convert.tensor_dtype("moe_experts", "x", x))
-    c = _Call("moe_experts", stream)
-    c.run(c.tensor("x", x), c.tensor("topk_weights", topk_weights), c.tensor("topk_ids", topk_ids),
-          c.tensor("gate_up", gate_up), c.tensor("down", down),
+        _need_dims(op, "x", x, 0)
+        out = _convert.empty(x, _shape(x), _convert.tensor_dtype(op, "x", x))
+    c = _Call(op, stream, "braid_moe_experts_ex" if extended else None)
+    routed = (c.tensor("x", x), c.tensor("topk_weights", topk_weights),
+              c.tensor("topk_ids", topk_ids))
+    if not extended:
+        c.run(*routed, c.tensor("gate_up", gate_up), c.tensor("down", down),
+              c.tensor("workspace", workspace, writable=True), c.tensor("out", out, writable=True))
+        return out
+
+    def weight(arg, value, is_fp8):  # fp8 codes may come as uint8 arrays
+        if value is None:
+            return None
+        return _fp8(c, arg, value) if is_fp8 else c.tensor(arg, value)
+
+    c.run(*routed, weight("gate_up", gate_up, fp8), c.optional("gate_up_scale", gate_up_scale),
+          weight("down", down, fp8), c.optional("down_scale", down_scale),
+          weight("shared_gate_up", shared_gate_up, fp8),
+          c.optional("shared_gate_up_scale", shared_gate_up_scale),
+          weight("shared_down", shared_down, fp8),
+          c.optional("shared_down_scale", shared_down_scale), c.optional("residual", residual),
           c.tensor("workspace", workspace, writable=True), c.tensor("out", out, writable=True))
     return out
 

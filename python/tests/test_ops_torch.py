@@ -658,3 +658,44 @@ def test_router_feeds_experts(cuda, gen):
     out = bi.moe_experts(x, w, ids, gate_up, down)
     assert out.dtype == torch.bfloat16 and out.device == x.device
     assert rel_error(out, moe_experts_torch(x, w_ref, ids_ref, gate_up, down)) <= 1e-2
+
+
+def fp8_blocks(gen, rows, cols, device, experts=None):
+    """Random e4m3 weights [E,] rows x cols with 128 x 128 block scales, scaled so a product
+    with a row of O(1) values is O(1); returns (codes, scales, dequantized float64)."""
+    lead = () if experts is None else (experts,)
+    codes = (torch.randn(lead + (rows, cols), generator=gen) * 100).clamp(-448, 448)
+    codes = codes.to(torch.float8_e4m3fn)
+    scale = (torch.rand(lead + (rows // 128, cols // 128), generator=gen) + 0.5)
+    scale = scale / (100 * math.sqrt(cols))
+    full = scale.double().repeat_interleave(128, -2).repeat_interleave(128, -1)
+    return codes.to(device), scale.to(device), (codes.double() * full).to(device)
+
+
+@pytest.mark.parametrize("tokens", [1, 5])
+def test_moe_experts_fp8_shared_and_residual(cuda, gen, tokens):
+    # DeepSeek-V3's MoE block at decode as one call: fp8 routed and shared experts (block scales)
+    # and the residual add, against transformers' loop on the dequantized weights.
+    experts, k, hidden, inter, shared = 16, 4, 256, 128, 256
+    x = uniform(gen, (tokens, hidden), torch.bfloat16, cuda)
+    residual = uniform(gen, (tokens, hidden), torch.bfloat16, cuda)
+    ids = torch.stack([torch.randperm(experts, generator=gen)[:k] for _ in range(tokens)])
+    w = torch.rand((tokens, k), generator=gen) + 0.1
+    w, ids = (w / w.sum(dim=-1, keepdim=True)).to(cuda), ids.to(torch.int32).to(cuda)
+    gate_up, gu_scale, gate_up_ref = fp8_blocks(gen, 2 * inter, hidden, cuda, experts)
+    down, dn_scale, down_ref = fp8_blocks(gen, hidden, inter, cuda, experts)
+    s_gate_up, s_gu_scale, s_gate_up_ref = fp8_blocks(gen, 2 * shared, hidden, cuda)
+    s_down, s_dn_scale, s_down_ref = fp8_blocks(gen, hidden, shared, cuda)
+
+    bf16 = lambda v: v.to(torch.bfloat16).double()  # noqa: E731
+    routed = moe_experts_torch(x, w, ids, gate_up_ref, down_ref)
+    xd = x.double()
+    g, u = bf16(xd @ s_gate_up_ref[:shared].T), bf16(xd @ s_gate_up_ref[shared:].T)
+    shared_out = bf16(bf16(F.silu(g) * u) @ s_down_ref.T)
+    ref = bf16(residual.double() + bf16(bf16(routed) + shared_out))
+
+    out = bi.moe_experts(x, w, ids, gate_up, down, gate_up_scale=gu_scale, down_scale=dn_scale,
+                         shared_gate_up=s_gate_up, shared_gate_up_scale=s_gu_scale,
+                         shared_down=s_down, shared_down_scale=s_dn_scale, residual=residual)
+    assert out.dtype == torch.bfloat16 and out.shape == x.shape
+    assert rel_error(out, ref) <= TOL[torch.bfloat16]
