@@ -127,6 +127,35 @@ TEST(AttentionDecodeCuda, StridedQueriesAndNoLse) {
   }
 }
 
+TEST(AttentionDecodeCuda, UnalignedOutputRowsGetTheSameBits) {
+  // The kernel stores its output 16 bytes at a time where out's rows allow it, else an element at
+  // a time: an out whose rows start one element past 16-byte boundaries (a view of a wider
+  // buffer) must get exactly the aligned call's bits, the column before it left untouched. One
+  // short sequence (its block writes out) and one long (split: the chunks' partial sums too).
+  BRAID_REQUIRE_CUDA();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const int64_t qh = 8, kvh = 2;
+  for (const int64_t hd : {int64_t{64}, int64_t{128}}) {
+    const std::vector<int32_t> lens{40, 5000};
+    const DecodeBatch b = make_batch(DType::bf16, qh, kvh, hd, 16, lens, 1, seed);
+    const int64_t batch = static_cast<int64_t>(lens.size());
+    const DeviceBatch d = to_cuda(b);
+    auto aligned = poisoned(DType::bf16, {batch, qh, hd}, Device::cuda());
+    ops::attention_decode(d.q, d.paged(), 0.08f, aligned, Tensor{}, workspace_for(b, Device::cuda()));
+    auto wide = poisoned(DType::bf16, {batch, qh, hd + 1}, Device::cuda());
+    ops::attention_decode(d.q, d.paged(), 0.08f, wide.view().slice(2, 1, hd + 1), Tensor{},
+                          workspace_for(b, Device::cuda()));
+    const auto want = to_floats(aligned), got = to_floats(wide);
+    for (int64_t row = 0; row < batch * qh; ++row) {
+      ASSERT_TRUE(std::isnan(got[row * (hd + 1)])) << "head row " << row << ", head_dim " << hd;
+      for (int64_t e = 0; e < hd; ++e)
+        ASSERT_EQ(got[row * (hd + 1) + 1 + e], want[row * hd + e])
+            << "head row " << row << ", element " << e << ", head_dim " << hd;
+    }
+  }
+}
+
 #if BRAID_WITH_CUDA
 // The grid depends on shapes only: a call captured once in a CUDA graph must give the right
 // answer when replayed after kv_lens (and the page table) have changed on the device.

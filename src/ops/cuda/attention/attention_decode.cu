@@ -101,6 +101,8 @@ struct DecodeArgs {
   int64_t q_stride_b, q_stride_h, out_stride_b, out_stride_h;
   int q_heads, kv_heads, group, head_blocks;
   int max_pages, page_size;
+  int page_shift;     // log2(page_size) where that is a power of two, else -1 (load_tile)
+  bool out_vec;       // out's rows and the workspace take 16-byte stores (the output's loop)
   int splits;         // the grid's chunks per sequence (a sequence may use fewer: chunk_keys)
   int one_chunk_keys; // a sequence of up to this many keys is one chunk (one_chunk_keys())
   float scale_log2;   // softmax_scale * log2(e): scores go straight to exp2
@@ -185,6 +187,9 @@ constexpr int kRowStep = Block<W>::kThreads / (D / 8);  // rows apart of one thr
 // for the tile), then the copies, each with one 32 x 32 -> 64-bit multiply for its address and no
 // branch: at short contexts a chain of one page-table load and ~60 instructions per row was 38%
 // of the kernel's instructions (attention_decode.md, "Where a short-context layer's time goes").
+// A power-of-two page size (the engine's 16) takes a row's page and its row in it from the key by
+// a shift and a mask; other sizes step the cursor, whose page wraps cost a loop and branches per
+// row (a quarter of the kernel's instructions at 256 keys, "The tile's rows from a shift").
 template <typename T, int D, int W>
 __device__ __forceinline__ void load_tile(const DecodeArgs& a, const int32_t* table, int kvh,
                                           int key0, int end, int skip, KeyCursor& at,
@@ -194,25 +199,35 @@ __device__ __forceinline__ void load_tile(const DecodeArgs& a, const int32_t* ta
   constexpr int kRowsPerThread = Block<W>::kTileKeys / kStep;
   const int c = threadIdx.x % kPieces;
   const int r0 = static_cast<int>(threadIdx.x) / kPieces;
-  int slot[kRowsPerThread];  // the cache slot of each row (a page of the table, then the row in it)
+  uint32_t slot[kRowsPerThread];  // the cache slot of each row (a page of the table, then the row in it)
+  if (a.page_shift >= 0) {  // the same for every block: no divergence
+    const uint32_t mask = (1u << a.page_shift) - 1u;
 #pragma unroll
-  for (int i = 0; i < kRowsPerThread; ++i) {
-    slot[i] = key0 + r0 + i * kStep < end ? __ldg(table + at.page) : 0;
-    slot[i] = slot[i] * a.page_size + at.row;
-    at.row += kStep;
-    while (at.row >= a.page_size) {  // once at most for pages of kRowStep rows or more
-      at.row -= a.page_size;
-      ++at.page;
+    for (int i = 0; i < kRowsPerThread; ++i) {
+      const uint32_t key = static_cast<uint32_t>(key0 + r0 + i * kStep);
+      const uint32_t page = static_cast<int>(key) < end ? __ldg(table + (key >> a.page_shift)) : 0u;
+      slot[i] = (page << a.page_shift) | (key & mask);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kRowsPerThread; ++i) {
+      const int page = key0 + r0 + i * kStep < end ? __ldg(table + at.page) : 0;
+      slot[i] = static_cast<uint32_t>(page * a.page_size + at.row);
+      at.row += kStep;
+      while (at.row >= a.page_size) {  // once at most for pages of kRowStep rows or more
+        at.row -= a.page_size;
+        ++at.page;
+      }
     }
   }
   const T* k_pages = static_cast<const T*>(a.k_pages) + kvh * D + c * 8;
   const T* v_pages = static_cast<const T*>(a.v_pages) + kvh * D + c * 8;
-  const int slot_elems = a.kv_heads * D;
+  const uint32_t slot_elems = static_cast<uint32_t>(a.kv_heads * D);
 #pragma unroll
   for (int i = 0; i < kRowsPerThread; ++i) {
     const int r = r0 + i * kStep;
     const bool valid = key0 + r < end, copy = key0 + r != skip;
-    const int64_t src = valid ? static_cast<int64_t>(slot[i]) * slot_elems : 0;
+    const uint64_t src = valid ? static_cast<uint64_t>(slot[i]) * slot_elems : 0;
     const uint32_t dst = swizzled<D>(r, c);
     cp_async16_if(copy, k_dst + dst, k_pages + src, valid);
     cp_async16_if(copy, v_dst + dst, v_pages + src, valid);
@@ -391,7 +406,8 @@ __global__ void __launch_bounds__(Block<W>::kThreads)
   const int new_tile = (new_key - begin) / kTileKeys, new_row = (new_key - begin) % kTileKeys;
 
   // Start streaming K/V first; the query goes in while those loads are in flight.
-  KeyCursor at = key_cursor(begin + static_cast<int>(threadIdx.x) / (D / 8), a.page_size);
+  KeyCursor at = a.page_shift >= 0 ? KeyCursor{0, 0}  // load_tile needs no cursor then
+                                    : key_cursor(begin + static_cast<int>(threadIdx.x) / (D / 8), a.page_size);
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < tiles)
@@ -557,17 +573,47 @@ __global__ void __launch_bounds__(Block<W>::kThreads)
   __syncthreads();
 
   const bool direct = used == 1;  // the only chunk: write the output itself
-  for (int i = threadIdx.x; i < rows * D; i += kThreads) {
-    const int r = i / D, d = i % D;
-    float o = 0.0f;
+  if (a.out_vec) {
+    // Eight elements a thread, each summed and divided as below, stored 16 bytes at a time (two
+    // stores of fp32 partials): one pass of the block over the heads instead of several, and a
+    // sixteenth of the stores.
+    constexpr int kPieces = D / 8;
+    for (int i = threadIdx.x; i < rows * kPieces; i += kThreads) {
+      const int r = i / kPieces, d = i % kPieces * 8;
+      float o[8] = {};
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) o += red_o[(w * kRows + r) * kRedStride + d];
-    o /= row_l[r];
-    const int64_t h = head0 + r;
-    if (direct)
-      static_cast<T*>(a.out)[b * a.out_stride_b + h * a.out_stride_h + d] = from_float<T>(o);
-    else
-      a.part_o[((b * a.q_heads + h) * a.splits + split) * D + d] = o;
+      for (int w = 0; w < kWarps; ++w) {
+        const float4* src = reinterpret_cast<const float4*>(red_o + (w * kRows + r) * kRedStride + d);
+        const float4 lo = src[0], hi = src[1];
+        o[0] += lo.x, o[1] += lo.y, o[2] += lo.z, o[3] += lo.w;
+        o[4] += hi.x, o[5] += hi.y, o[6] += hi.z, o[7] += hi.w;
+      }
+#pragma unroll
+      for (int j = 0; j < 8; ++j) o[j] /= row_l[r];
+      const int64_t h = head0 + r;
+      if (direct) {
+        *reinterpret_cast<uint4*>(static_cast<T*>(a.out) + b * a.out_stride_b + h * a.out_stride_h + d) =
+            make_uint4(pack2<T>(o[0], o[1]), pack2<T>(o[2], o[3]), pack2<T>(o[4], o[5]),
+                       pack2<T>(o[6], o[7]));
+      } else {
+        float4* dst = reinterpret_cast<float4*>(a.part_o + ((b * a.q_heads + h) * a.splits + split) * D + d);
+        dst[0] = make_float4(o[0], o[1], o[2], o[3]);
+        dst[1] = make_float4(o[4], o[5], o[6], o[7]);
+      }
+    }
+  } else {  // an output view whose rows are not 16-byte aligned: an element a thread
+    for (int i = threadIdx.x; i < rows * D; i += kThreads) {
+      const int r = i / D, d = i % D;
+      float o = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) o += red_o[(w * kRows + r) * kRedStride + d];
+      o /= row_l[r];
+      const int64_t h = head0 + r;
+      if (direct)
+        static_cast<T*>(a.out)[b * a.out_stride_b + h * a.out_stride_h + d] = from_float<T>(o);
+      else
+        a.part_o[((b * a.q_heads + h) * a.splits + split) * D + d] = o;
+    }
   }
   if (threadIdx.x < rows) {
     const int r = threadIdx.x;
@@ -757,6 +803,14 @@ int grid_splits(const Tensor& q, const ops::PagedKV& kv, int splits) {
   return (capacity + chunk - 1) / chunk;
 }
 
+// log2(page_size) for a power of two (load_tile's shift and mask), else -1.
+int page_shift_of(int64_t page_size) {
+  if (page_size <= 0 || (page_size & (page_size - 1)) != 0) return -1;
+  int shift = 0;
+  while ((int64_t{1} << shift) < page_size) ++shift;
+  return shift;
+}
+
 DecodeArgs decode_args(const Tensor& q, const ops::PagedKV& kv, float softmax_scale,
                        const Tensor& out, const Tensor& lse, const Tensor& workspace, int splits) {
   const int64_t batch = q.shape[0], head_dim = q.shape[2];
@@ -768,6 +822,9 @@ DecodeArgs decode_args(const Tensor& q, const ops::PagedKV& kv, float softmax_sc
           q.strides[0], q.strides[1], out.strides[0], out.strides[1],
           q_heads, kv_heads, q_heads / kv_heads, head_blocks(q, kv),
           static_cast<int>(kv.page_table.shape[1]), static_cast<int>(kv.k_pages.shape[1]),
+          page_shift_of(kv.k_pages.shape[1]),
+          aligned16(out.data) && out.strides[0] % 8 == 0 && out.strides[1] % 8 == 0 &&
+              aligned16(part_o),
           splits, one_chunk_keys(q, kv), softmax_scale * kLog2e};
 }
 
