@@ -147,6 +147,7 @@ INSTANTIATE_TEST_SUITE_P(
         Case{bf16, 40, 128, 1, 128, 768, distinct},  // down batches of fewer than 40 tokens
         Case{bf16, 2, 128, 16, 256, 64, distinct},   // k at its limit
         Case{bf16, 3, 8, 4, 128, 64, dup}, Case{bf16, 16, 8, 8, 128, 64, dup},
+        Case{bf16, 1, 8, 4, 128, 64, dup}, Case{bf16, 1, 8, 8, 256, 128, dup},  // one token's slots
         Case{f32, 5, 8, 8, 128, 64, dup},
         // f32 (the CUDA-core path).
         Case{f32, 1, 8, 1, 64, 96, distinct}, Case{f32, 2, 129, 8, 128, 64, distinct},
