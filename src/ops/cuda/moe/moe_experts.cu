@@ -214,14 +214,8 @@ __global__ void __launch_bounds__(gate_up_warps<T>() * 32, gate_up_blocks_per_sm
   // The down kernel's blocks may be scheduled from now on (they wait for this grid's results;
   // before that they only read topk_ids, complete now).
   if constexpr (kProgrammaticDown) pdl::launch_dependents();
-  // One token whose k choices fill the k slots (forward()'s decode steps at batch 1): routed slot
-  // j is pair j, expert ids[j], and its x the token's row. Such an item needs no bitmap of the
-  // experts in use, no search of it for its expert and no pair list: barriers and a scan fewer
-  // before its weight loads (decode.md, "Session 15"). The same rows and sums either way.
-  const bool one_token = a.tokens == 1 && a.k <= a.experts;
-  if (one_token && tid == 0) x_rows[0] = static_cast<const T*>(a.x);
   __syncthreads();
-  if (!one_token) mark_experts(bitmap, a.ids, pairs, a.experts);
+  mark_experts(bitmap, a.ids, pairs, a.experts);
   // A pair with a bad id gets a zero h row (block c zeroes rows of chunk c); kernel 2 skips it.
   if (blockIdx.x < static_cast<unsigned>(chunks)) {
     const int r0 = static_cast<int>(blockIdx.x) * kGateUpRows;
@@ -249,21 +243,14 @@ __global__ void __launch_bounds__(gate_up_warps<T>() * 32, gate_up_blocks_per_sm
     const int per_chunk = shared ? a.shared : a.gate_up_slots;
     const int chunk = static_cast<int>(r / per_chunk);
     const int slot = static_cast<int>(r % per_chunk);
-    const bool direct = one_token && !shared;  // block-uniform, as are the branches below
-    int e;
-    if (direct) {
-      e = a.ids[slot];
-      if (e < 0 || e >= a.experts) continue;  // a bad id: its h row was zeroed above
-    } else {
-      __syncthreads();  // everyone has read the previous item's s_expert
-      if (warp == 0) {
-        const int found = shared ? a.experts + slot : nth_set_bit(bitmap, a.bitmap_words, slot);
-        if (lane == 0) s_expert = found;
-      }
-      __syncthreads();
-      e = s_expert;
-      if (e < 0) continue;  // no expert for this slot
+    __syncthreads();  // everyone has read the previous item's s_expert
+    if (warp == 0) {
+      const int e = shared ? a.experts + slot : nth_set_bit(bitmap, a.bitmap_words, slot);
+      if (lane == 0) s_expert = e;
     }
+    __syncthreads();
+    const int e = s_expert;
+    if (e < 0) continue;  // block-uniform: no expert for this slot
     const int i0 = chunk * kGateUpRows;
     const bool row_ok = i0 + g < a.inter;
     const GateUpRows<W> tile = gate_up_rows<W>(a, e, i0 + g);
@@ -279,22 +266,15 @@ __global__ void __launch_bounds__(gate_up_warps<T>() * 32, gate_up_blocks_per_sm
       up_scale = tile.scale + tile.up / kFp8Block * hb;
     }
 
-    int64_t total = 1;
-    if (direct) {
-      if (tid == 0) pair_list[0] = slot;  // read after the barrier that follows the tile
-    } else {
-      total = list_pairs(a, e, 0, pair_list, warp_counts);
-    }
+    int64_t total = list_pairs(a, e, 0, pair_list, warp_counts);
     for (int64_t from = 0; from < total; from += kGateUpListCap) {
       if (from > 0) list_pairs(a, e, from, pair_list, warp_counts);
       const int listed = static_cast<int>(total - from < kGateUpListCap ? total - from : kGateUpListCap);
       for (int first = 0; first < listed; first += kChunk) {
         const int nb = min(kChunk, listed - first);
-        if (!direct) {  // (x_rows[0] holds the one token's row from the start)
-          if (tid < nb)
-            x_rows[tid] = static_cast<const T*>(a.x) + token_of_pair(a, pair_list[first + tid]) * a.x_stride;
-          __syncthreads();
-        }
+        if (tid < nb)
+          x_rows[tid] = static_cast<const T*>(a.x) + token_of_pair(a, pair_list[first + tid]) * a.x_stride;
+        __syncthreads();
         float c[NT][4] = {};
         LateWait waited{false};  // this kernel waited at its start
         if constexpr (kFp8) {
