@@ -11,31 +11,10 @@ np = pytest.importorskip("numpy")
 
 import braidinfer as bi  # noqa: E402
 from braidinfer import BraidError, Status  # noqa: E402
+from fp8_weights import block_weights, dequantize_weights  # noqa: E402
 from numeric import rel_error  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("library")
-
-BLOCK = 128
-
-
-def e4m3_value(codes):
-    """The float64 value of e4m3 (fn) codes: sign, 4 exponent bits (bias 7), 3 mantissa bits."""
-    codes = codes.astype(np.int64)
-    exponent, mantissa = (codes >> 3) & 0xF, (codes & 7) / 8.0
-    v = np.where(exponent == 0, mantissa * 2.0**-6, (1 + mantissa) * 2.0 ** (exponent - 7.0))
-    return np.where(codes & 0x80, -v, v)
-
-
-def random_codes(rng, shape):
-    """e4m3 codes with no NaN (0x7f, 0xff): weights hold none."""
-    codes = rng.integers(0, 256, size=shape, dtype=np.uint8)
-    return np.where((codes & 0x7F) == 0x7F, codes ^ 0x01, codes).astype(np.uint8)
-
-
-def dequantize(codes, scale):
-    """[..., R, C] codes times their 128 x 128 block's scale ([..., R/128, C/128])."""
-    s = np.repeat(np.repeat(scale.astype(np.float64), BLOCK, axis=-2), BLOCK, axis=-1)
-    return e4m3_value(codes) * s
 
 
 def r32(v):
@@ -75,14 +54,9 @@ def routing(rng, tokens, experts, k):
 
 
 def fp8_experts(rng, experts, hidden, inter):
-    """gate_up / down codes and block scales sized so each product is O(1)."""
-    gate_up = random_codes(rng, (experts, 2 * inter, hidden))
-    down = random_codes(rng, (experts, hidden, inter))
-    # e4m3 codes spread over +-448: scales of ~1 / (448 sqrt(k)) keep the sums O(1).
-    gu_scale = rng.uniform(0.5, 1.5, size=(experts, 2 * inter // BLOCK, hidden // BLOCK))
-    dn_scale = rng.uniform(0.5, 1.5, size=(experts, hidden // BLOCK, inter // BLOCK))
-    gu_scale = (gu_scale / (100.0 * np.sqrt(hidden))).astype(np.float32)
-    dn_scale = (dn_scale / (100.0 * np.sqrt(inter))).astype(np.float32)
+    """gate_up / down codes and their block scales (block_weights: products of O(1))."""
+    gate_up, gu_scale = block_weights(rng, experts, 2 * inter, hidden)
+    down, dn_scale = block_weights(rng, experts, hidden, inter)
     return gate_up, gu_scale, down, dn_scale
 
 
@@ -95,7 +69,8 @@ def test_fp8_experts(seed, tokens, experts, k):
     gate_up, gu_scale, down, dn_scale = fp8_experts(rng, experts, hidden, inter)
     out = bi.moe_experts(x, w, ids, gate_up, down, gate_up_scale=gu_scale, down_scale=dn_scale)
     assert out.dtype == np.float32 and out.shape == x.shape
-    ref = experts_ref(x, w, ids, dequantize(gate_up, gu_scale), dequantize(down, dn_scale))
+    ref = experts_ref(x, w, ids, dequantize_weights(gate_up, gu_scale),
+                      dequantize_weights(down, dn_scale))
     assert rel_error(out, ref) <= 1e-5
 
 
@@ -107,8 +82,10 @@ def test_fp8_shared_experts_and_residual_in_place(seed):
     w, ids = routing(rng, tokens, experts, k)
     gate_up, gu_scale, down, dn_scale = fp8_experts(rng, experts, hidden, inter)
     s_gate_up, s_gu_scale, s_down, s_dn_scale = (a[0] for a in fp8_experts(rng, 1, hidden, shared))
-    ref = experts_ref(x, w, ids, dequantize(gate_up, gu_scale), dequantize(down, dn_scale),
-                      (dequantize(s_gate_up, s_gu_scale), dequantize(s_down, s_dn_scale)),
+    ref = experts_ref(x, w, ids, dequantize_weights(gate_up, gu_scale),
+                      dequantize_weights(down, dn_scale),
+                      (dequantize_weights(s_gate_up, s_gu_scale),
+                       dequantize_weights(s_down, s_dn_scale)),
                       residual.astype(np.float64))
     out = bi.moe_experts(x, w, ids, gate_up, down, out=residual, gate_up_scale=gu_scale,
                          down_scale=dn_scale, shared_gate_up=s_gate_up,

@@ -18,6 +18,7 @@ import torch.nn.functional as F  # noqa: E402
 import braidinfer as bi  # noqa: E402
 from braidinfer import BraidError, Status  # noqa: E402
 import torch_features  # noqa: E402
+from fp8_weights import weights_torch  # noqa: E402
 from rope_reference import SCALINGS, braid_config, inv_freq_and_scaling  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("library")
@@ -660,14 +661,10 @@ def test_router_feeds_experts(cuda, gen):
     assert rel_error(out, moe_experts_torch(x, w_ref, ids_ref, gate_up, down)) <= 1e-2
 
 
-def fp8_blocks(gen, rows, cols, device, experts=None):
-    """Random e4m3 weights [E,] rows x cols with 128 x 128 block scales, scaled so a product
-    with a row of O(1) values is O(1); returns (codes, scales, dequantized float64)."""
-    lead = () if experts is None else (experts,)
-    codes = (torch.randn(lead + (rows, cols), generator=gen) * 100).clamp(-448, 448)
-    codes = codes.to(torch.float8_e4m3fn)
-    scale = (torch.rand(lead + (rows // 128, cols // 128), generator=gen) + 0.5)
-    scale = scale / (100 * math.sqrt(cols))
+def fp8_blocks(gen, experts, rows, cols, device):
+    """weights_torch's block-quantized e4m3 weights on `device`: (codes, scales, the dequantized
+    values in float64)."""
+    codes, scale = weights_torch(gen, experts, rows, cols)
     full = scale.double().repeat_interleave(128, -2).repeat_interleave(128, -1)
     return codes.to(device), scale.to(device), (codes.double() * full).to(device)
 
@@ -676,16 +673,18 @@ def fp8_blocks(gen, rows, cols, device, experts=None):
 def test_moe_experts_fp8_shared_and_residual(cuda, gen, tokens):
     # DeepSeek-V3's MoE block at decode as one call: fp8 routed and shared experts (block scales)
     # and the residual add, against transformers' loop on the dequantized weights.
+    torch_features.require("float8")
     experts, k, hidden, inter, shared = 16, 4, 256, 128, 256
     x = uniform(gen, (tokens, hidden), torch.bfloat16, cuda)
     residual = uniform(gen, (tokens, hidden), torch.bfloat16, cuda)
     ids = torch.stack([torch.randperm(experts, generator=gen)[:k] for _ in range(tokens)])
     w = torch.rand((tokens, k), generator=gen) + 0.1
     w, ids = (w / w.sum(dim=-1, keepdim=True)).to(cuda), ids.to(torch.int32).to(cuda)
-    gate_up, gu_scale, gate_up_ref = fp8_blocks(gen, 2 * inter, hidden, cuda, experts)
-    down, dn_scale, down_ref = fp8_blocks(gen, hidden, inter, cuda, experts)
-    s_gate_up, s_gu_scale, s_gate_up_ref = fp8_blocks(gen, 2 * shared, hidden, cuda)
-    s_down, s_dn_scale, s_down_ref = fp8_blocks(gen, hidden, shared, cuda)
+    gate_up, gu_scale, gate_up_ref = fp8_blocks(gen, experts, 2 * inter, hidden, cuda)
+    down, dn_scale, down_ref = fp8_blocks(gen, experts, hidden, inter, cuda)
+    shared_gate_up = fp8_blocks(gen, 1, 2 * shared, hidden, cuda)
+    s_gate_up, s_gu_scale, s_gate_up_ref = (v[0] for v in shared_gate_up)
+    s_down, s_dn_scale, s_down_ref = (v[0] for v in fp8_blocks(gen, 1, hidden, shared, cuda))
 
     bf16 = lambda v: v.to(torch.bfloat16).double()  # noqa: E731
     routed = moe_experts_torch(x, w, ids, gate_up_ref, down_ref)
