@@ -41,6 +41,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstdlib>
 #include <string>
 #include <type_traits>
@@ -573,46 +574,41 @@ __global__ void __launch_bounds__(Block<W>::kThreads)
   __syncthreads();
 
   const bool direct = used == 1;  // the only chunk: write the output itself
-  if (a.out_vec) {
-    // Eight elements a thread, each summed and divided as below, stored 16 bytes at a time (two
-    // stores of fp32 partials): one pass of the block over the heads instead of several, and a
-    // sixteenth of the stores.
-    constexpr int kPieces = D / 8;
-    for (int i = threadIdx.x; i < rows * kPieces; i += kThreads) {
-      const int r = i / kPieces, d = i % kPieces * 8;
-      float o[8] = {};
+  // Eight elements a thread: one pass of the block over the heads, and 16-byte stores (two for
+  // the fp32 partials) where out's rows and the workspace are aligned (out_vec), else an element
+  // at a time (an output view whose rows are not); the same sums and roundings either way.
+  constexpr int kPieces = D / 8;
+  for (int i = threadIdx.x; i < rows * kPieces; i += kThreads) {
+    const int r = i / kPieces, d = i % kPieces * 8;
+    float o[8] = {};
 #pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
-        const float4* src = reinterpret_cast<const float4*>(red_o + (w * kRows + r) * kRedStride + d);
-        const float4 lo = src[0], hi = src[1];
-        o[0] += lo.x, o[1] += lo.y, o[2] += lo.z, o[3] += lo.w;
-        o[4] += hi.x, o[5] += hi.y, o[6] += hi.z, o[7] += hi.w;
-      }
-#pragma unroll
-      for (int j = 0; j < 8; ++j) o[j] /= row_l[r];
-      const int64_t h = head0 + r;
-      if (direct) {
-        *reinterpret_cast<uint4*>(static_cast<T*>(a.out) + b * a.out_stride_b + h * a.out_stride_h + d) =
-            make_uint4(pack2<T>(o[0], o[1]), pack2<T>(o[2], o[3]), pack2<T>(o[4], o[5]),
-                       pack2<T>(o[6], o[7]));
-      } else {
-        float4* dst = reinterpret_cast<float4*>(a.part_o + ((b * a.q_heads + h) * a.splits + split) * D + d);
-        dst[0] = make_float4(o[0], o[1], o[2], o[3]);
-        dst[1] = make_float4(o[4], o[5], o[6], o[7]);
-      }
+    for (int w = 0; w < kWarps; ++w) {
+      const float4* src = reinterpret_cast<const float4*>(red_o + (w * kRows + r) * kRedStride + d);
+      const float4 lo = src[0], hi = src[1];
+      o[0] += lo.x, o[1] += lo.y, o[2] += lo.z, o[3] += lo.w;
+      o[4] += hi.x, o[5] += hi.y, o[6] += hi.z, o[7] += hi.w;
     }
-  } else {  // an output view whose rows are not 16-byte aligned: an element a thread
-    for (int i = threadIdx.x; i < rows * D; i += kThreads) {
-      const int r = i / D, d = i % D;
-      float o = 0.0f;
 #pragma unroll
-      for (int w = 0; w < kWarps; ++w) o += red_o[(w * kRows + r) * kRedStride + d];
-      o /= row_l[r];
-      const int64_t h = head0 + r;
-      if (direct)
-        static_cast<T*>(a.out)[b * a.out_stride_b + h * a.out_stride_h + d] = from_float<T>(o);
-      else
-        a.part_o[((b * a.q_heads + h) * a.splits + split) * D + d] = o;
+    for (int j = 0; j < 8; ++j) o[j] /= row_l[r];
+    const int64_t h = head0 + r;
+    if (direct) {
+      T* dst = static_cast<T*>(a.out) + b * a.out_stride_b + h * a.out_stride_h + d;
+      if (a.out_vec) {
+        *reinterpret_cast<uint4*>(dst) = make_uint4(pack2<T>(o[0], o[1]), pack2<T>(o[2], o[3]),
+                                                    pack2<T>(o[4], o[5]), pack2<T>(o[6], o[7]));
+      } else {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) dst[j] = from_float<T>(o[j]);
+      }
+    } else {
+      float* dst = a.part_o + ((b * a.q_heads + h) * a.splits + split) * D + d;
+      if (a.out_vec) {
+        reinterpret_cast<float4*>(dst)[0] = make_float4(o[0], o[1], o[2], o[3]);
+        reinterpret_cast<float4*>(dst)[1] = make_float4(o[4], o[5], o[6], o[7]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) dst[j] = o[j];
+      }
     }
   }
   if (threadIdx.x < rows) {
@@ -805,10 +801,8 @@ int grid_splits(const Tensor& q, const ops::PagedKV& kv, int splits) {
 
 // log2(page_size) for a power of two (load_tile's shift and mask), else -1.
 int page_shift_of(int64_t page_size) {
-  if (page_size <= 0 || (page_size & (page_size - 1)) != 0) return -1;
-  int shift = 0;
-  while ((int64_t{1} << shift) < page_size) ++shift;
-  return shift;
+  const auto n = static_cast<uint64_t>(page_size);
+  return std::has_single_bit(n) ? std::countr_zero(n) : -1;
 }
 
 DecodeArgs decode_args(const Tensor& q, const ops::PagedKV& kv, float softmax_scale,
