@@ -86,11 +86,16 @@ def tensor_dtype(op, arg, value):
             _fail(Status.DTYPE, op, arg, "a dtype braid knows (" + ", ".join(_TORCH_NAMES) + ")",
                   str(value.dtype))
         return name
-    typestr = value.__array_interface__["typestr"]
-    if typestr not in _NUMPY_TYPESTR:
+    return _array_dtype(op, arg, value.__array_interface__["typestr"])
+
+
+def _array_dtype(op, arg, typestr):
+    """braid's dtype name of a numpy array-interface typestr; BraidError naming op and arg."""
+    name = _NUMPY_TYPESTR.get(typestr)
+    if name is None:
         _fail(Status.DTYPE, op, arg, "a numpy dtype of float32, float16, int32, int64 or uint8",
               f"typestr '{typestr}'")
-    return _NUMPY_TYPESTR[typestr]
+    return name
 
 
 class Descriptor:
@@ -142,9 +147,7 @@ class Descriptor:
     @staticmethod
     def _from_array(op, arg, a, writable):
         ai = a.__array_interface__
-        name = _NUMPY_TYPESTR.get(ai["typestr"])
-        if name is None:
-            name = tensor_dtype(op, arg, a)  # raises, naming the dtype
+        name = _array_dtype(op, arg, ai["typestr"])
         data, readonly = ai["data"]
         if writable and readonly:
             _fail(Status.INVALID_ARGUMENT, op, arg, "a writable array", "a read-only array")

@@ -1,7 +1,7 @@
 """fp8 (e4m3) weights for the tests, written from the format's definition: the 256 codes' values,
 rounding to e4m3, 128 x 128 block-quantized random weights (numpy and torch) and their
-dequantization. Shared by test_moe_fp8.py and test_moe_experts_extras.py; torch is imported only
-by weights_torch."""
+dequantization. Shared by test_moe_fp8.py, test_moe_experts_extras.py and test_ops_torch.py;
+torch is imported only by weights_torch."""
 
 import numpy as np
 
