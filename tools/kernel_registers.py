@@ -92,16 +92,27 @@ def short_name(demangled):
     return re.sub(r"\b[a-z_0-9]+::", "", name)
 
 
+def object_of(build, source):
+    """The build's object target for `source`, or None (no build.ninja, or no such object)."""
+    if not os.path.isfile(os.path.join(build, "build.ninja")) or shutil.which("ninja") is None:
+        return None
+    rel = os.path.relpath(os.path.abspath(source), ROOT)
+    targets = subprocess.run(["ninja", "-C", build, "-t", "targets", "all"], capture_output=True,
+                             text=True).stdout
+    for line in targets.splitlines():
+        target = line.split(":")[0]
+        if target.endswith("/" + rel + ".o"):
+            return target
+    return None
+
+
 def compile_command(build, source):
     """The build's compile command for `source` (argv, run in `build`)."""
     rel = os.path.relpath(os.path.abspath(source), ROOT)
-    targets = subprocess.run(["ninja", "-C", build, "-t", "targets", "all"], capture_output=True,
-                             text=True, check=True).stdout
-    objects = [line.split(":")[0] for line in targets.splitlines()
-               if line.split(":")[0].endswith("/" + rel + ".o")]
-    if not objects:
+    target = object_of(build, source)
+    if target is None:
         sys.exit(f"kernel_registers: no object of {rel} in {build}'s build.ninja")
-    lines = subprocess.run(["ninja", "-C", build, "-t", "commands", objects[0]], capture_output=True,
+    lines = subprocess.run(["ninja", "-C", build, "-t", "commands", target], capture_output=True,
                            text=True, check=True).stdout.splitlines()
     argv = shlex.split(lines[-1])
     if os.path.basename(argv[0]) == "ccache":

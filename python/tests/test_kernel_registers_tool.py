@@ -3,8 +3,6 @@ non-entry functions skipped), names shortened, and the build's own command run o
 source where a CUDA build folder exists (skipped elsewhere)."""
 
 import os
-import shutil
-import subprocess
 import sys
 
 import pytest
@@ -50,18 +48,17 @@ def test_short_name_drops_namespaces_and_arguments():
     assert kr.short_name("void gemv<float>(float const*, int)") == "gemv<float>"
 
 
+ARGMAX = os.path.join(ROOT, "src/ops/cuda/sampling/argmax.cu")
+
+
 def _cuda_build():
     build = os.path.join(ROOT, "build")
-    if not os.path.isfile(os.path.join(build, "build.ninja")) or shutil.which("ninja") is None:
-        return None
-    targets = subprocess.run(["ninja", "-C", build, "-t", "targets", "all"], capture_output=True,
-                             text=True).stdout
-    return build if "src/ops/cuda/sampling/argmax.cu.o" in targets else None
+    return build if kr.object_of(build, ARGMAX) is not None else None
 
 
 @pytest.mark.skipif(_cuda_build() is None, reason="no CUDA build folder (build/ with nvcc objects)")
 def test_argmax_kernels_from_the_build():
-    kernels = kr.registers_of(_cuda_build(), os.path.join(ROOT, "src/ops/cuda/sampling/argmax.cu"))
+    kernels = kr.registers_of(_cuda_build(), ARGMAX)
     names = [k.name for k in kernels]
     assert any(n.startswith("argmax_kernel<") for n in names), names
     for k in kernels:
